@@ -1,0 +1,33 @@
+"""MONET dialects, registered lazily by name.
+
+- `nn`: forward tensor ops (ONNX semantics, static shapes).
+- `grad`: backward ops (autodiff, ONNX Runtime gradient ops).
+- `train`: optimizer steps and in-place updates of persistent state.
+"""
+
+from collections.abc import Callable
+
+from xdsl.ir import Dialect
+
+
+def _nn() -> Dialect:
+    from dialects.nn import NN
+
+    return NN
+
+
+def _grad() -> Dialect:
+    from dialects.grad import GRAD
+
+    return GRAD
+
+
+def _train() -> Dialect:
+    from dialects.train import TRAIN
+
+    return TRAIN
+
+
+def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
+    """Our dialects by name, each behind a factory so that loading one is paid only when used."""
+    return {"nn": _nn, "grad": _grad, "train": _train}

@@ -1,0 +1,69 @@
+"""Turning expected failures into one-line messages and a non-zero exit status.
+
+Command-line tools run their work through `run_reporting_errors`: bad input (a malformed ONNX
+file, an unsupported op, IR that does not verify or parse, a wrong pass option, an invalid target
+description) prints one line per problem on stderr, prefixed by the tool name, and exits 1.
+Anything else is a bug in MONET and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def expected_errors() -> tuple[type[BaseException], ...]:
+    from xdsl.utils.exceptions import DiagnosticException, ParseError, PassFailedException, VerifyException
+
+    from monet_ir.frontend.onnx_import import OnnxImportError
+    from monet_ir.tools.monet_opt import UsageError
+
+    kinds: list[type[BaseException]] = [
+        OnnxImportError, DiagnosticException, ParseError, VerifyException, PassFailedException, UsageError,
+    ]
+    try:
+        from xdsl.utils.exceptions import PassPipelineParseError
+
+        kinds.append(PassPipelineParseError)
+    except ImportError:
+        pass
+    try:
+        from targets import TargetError
+
+        kinds.append(TargetError)
+    except ImportError:
+        pass
+    return tuple(kinds)
+
+
+def one_line_messages(error: BaseException) -> list[str]:
+    problems = getattr(error, "problems", None)
+    if problems:
+        return list(problems)
+    text = str(error).strip()
+    from xdsl.utils.exceptions import ParseError
+
+    if isinstance(error, ParseError):
+        # xDSL renders the offending line and a caret below the message; keep the message
+        lines = [line for line in text.splitlines() if line.strip()]
+        location = lines[0] if lines else ""
+        message = lines[-1].strip() if lines else text
+        return [f"{location} {message}".strip()]
+    lines = [line for line in text.splitlines() if line.strip()]
+    return [lines[0] if lines else type(error).__name__]
+
+
+def run_reporting_errors(tool: str, work: Callable[[], Any]) -> int:
+    try:
+        work()
+    except expected_errors() as e:
+        for line in one_line_messages(e):
+            print(f"{tool}: error: {line}", file=sys.stderr)
+        return 1
+    except ValueError as e:  # xDSL raises ValueError for unknown input formats and options
+        print(f"{tool}: error: {one_line_messages(e)[0]}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -1,0 +1,170 @@
+"""Evaluation of constant ONNX sub-graphs at import time.
+
+PyTorch exports compute shapes with small sub-graphs (`Shape -> Gather -> Unsqueeze -> Concat ->
+Reshape`) and build masks and position indices from `Constant` nodes. Every node whose inputs are
+all known at import is evaluated here with numpy, so these sub-graphs never reach the IR: their
+results become properties (a reshape's target shape) or `nn.constant` ops (a mask).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+Array = np.ndarray
+Attrs = dict[str, Any]
+
+
+class NotFoldable(Exception):
+    """The node cannot be evaluated at import (unknown op or a value it needs is missing)."""
+
+
+def _axes(inputs: list[Array | None], attrs: Attrs, position: int = 1) -> list[int] | None:
+    if len(inputs) > position and inputs[position] is not None:
+        return [int(a) for a in np.asarray(inputs[position]).reshape(-1)]
+    if "axes" in attrs:
+        return [int(a) for a in attrs["axes"]]
+    return None
+
+
+def _unsqueeze(ins: list[Array | None], attrs: Attrs) -> Array:
+    x = ins[0]
+    axes = _axes(ins, attrs) or []
+    rank = x.ndim + len(axes)
+    for a in sorted(a % rank for a in axes):
+        x = np.expand_dims(x, a)
+    return x
+
+
+def _squeeze(ins: list[Array | None], attrs: Attrs) -> Array:
+    x = ins[0]
+    axes = _axes(ins, attrs)
+    if axes is None:
+        return np.squeeze(x)
+    return np.squeeze(x, axis=tuple(a % x.ndim for a in axes))
+
+
+def _reshape(ins: list[Array | None], attrs: Attrs) -> Array:
+    x, shape = ins[0], [int(d) for d in ins[1]]
+    if not attrs.get("allowzero", 0):
+        shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    return x.reshape(shape)
+
+
+def _slice(ins: list[Array | None], attrs: Attrs) -> Array:
+    x = ins[0]
+    starts, ends = list(ins[1]), list(ins[2])
+    axes = list(ins[3]) if len(ins) > 3 and ins[3] is not None else list(range(len(starts)))
+    steps = list(ins[4]) if len(ins) > 4 and ins[4] is not None else [1] * len(starts)
+    index = [slice(None)] * x.ndim
+    for a, s, e, st in zip(axes, starts, ends, steps, strict=True):
+        index[int(a)] = slice(int(s), int(e), int(st))
+    return x[tuple(index)]
+
+
+def _gather(ins: list[Array | None], attrs: Attrs) -> Array:
+    return np.take(ins[0], ins[1].astype(np.int64), axis=attrs.get("axis", 0))
+
+
+def _concat(ins: list[Array | None], attrs: Attrs) -> Array:
+    return np.concatenate([np.asarray(a) for a in ins], axis=attrs["axis"])
+
+
+def _cast(ins: list[Array | None], attrs: Attrs) -> Array:
+    from onnx import helper
+
+    return ins[0].astype(helper.tensor_dtype_to_np_dtype(attrs["to"]))
+
+
+def _constant_of_shape(ins: list[Array | None], attrs: Attrs) -> Array:
+    from onnx import numpy_helper
+
+    value = numpy_helper.to_array(attrs["value"]) if "value" in attrs else np.zeros(1, np.float32)
+    return np.full([int(d) for d in ins[0]], value.reshape(-1)[0], dtype=value.dtype)
+
+
+def _range(ins: list[Array | None], attrs: Attrs) -> Array:
+    start, limit, delta = (np.asarray(a).reshape(()) for a in ins)
+    return np.arange(start, limit, delta, dtype=start.dtype)
+
+
+def _expand(ins: list[Array | None], attrs: Attrs) -> Array:
+    shape = np.broadcast_shapes(ins[0].shape, tuple(int(d) for d in ins[1]))
+    return np.broadcast_to(ins[0], shape).copy()
+
+
+def _where(ins: list[Array | None], attrs: Attrs) -> Array:
+    return np.where(ins[0], ins[1], ins[2])
+
+
+def _binary(fn: Callable[[Array, Array], Array]) -> Callable[[list[Array | None], Attrs], Array]:
+    def run(ins: list[Array | None], attrs: Attrs) -> Array:
+        a, b = ins[0], ins[1]
+        out = fn(a, b)
+        # integer division in shape arithmetic truncates as ONNX does for integer tensors
+        return out.astype(np.result_type(a, b)) if out.dtype != np.bool_ else out
+
+    return run
+
+
+def _div(a: Array, b: Array) -> Array:
+    if np.issubdtype(np.result_type(a, b), np.integer):
+        return np.trunc(a / b).astype(np.result_type(a, b))
+    return a / b
+
+
+FOLDERS: dict[str, Callable[[list[Array | None], Attrs], Array]] = {
+    "Identity": lambda ins, attrs: ins[0],
+    "Unsqueeze": _unsqueeze,
+    "Squeeze": _squeeze,
+    "Reshape": _reshape,
+    "Flatten": lambda ins, attrs: ins[0].reshape(
+        int(np.prod(ins[0].shape[: attrs.get("axis", 1) % max(ins[0].ndim, 1)])), -1
+    ),
+    "Slice": _slice,
+    "Gather": _gather,
+    "Concat": _concat,
+    "Cast": _cast,
+    "ConstantOfShape": _constant_of_shape,
+    "Range": _range,
+    "Expand": _expand,
+    "Where": _where,
+    "Transpose": lambda ins, attrs: np.transpose(ins[0], attrs.get("perm")),
+    "Add": _binary(np.add),
+    "Sub": _binary(np.subtract),
+    "Mul": _binary(np.multiply),
+    "Div": _binary(_div),
+    "Pow": _binary(np.power),
+    "Equal": _binary(np.equal),
+    "Less": _binary(np.less),
+    "Greater": _binary(np.greater),
+    "And": _binary(np.logical_and),
+    "Or": _binary(np.logical_or),
+    "Not": lambda ins, attrs: np.logical_not(ins[0]),
+    "Neg": lambda ins, attrs: np.negative(ins[0]),
+    "Sqrt": lambda ins, attrs: np.sqrt(ins[0]),
+    "Abs": lambda ins, attrs: np.abs(ins[0]),
+    "Min": lambda ins, attrs: np.minimum.reduce([np.asarray(a) for a in ins]),
+    "Max": lambda ins, attrs: np.maximum.reduce([np.asarray(a) for a in ins]),
+    "ReduceProd": lambda ins, attrs: np.prod(
+        ins[0], axis=tuple(_axes(ins, attrs) or range(ins[0].ndim)), keepdims=bool(attrs.get("keepdims", 1))
+    ),
+}
+
+# Ops whose result is random or has side effects must never be folded.
+NEVER_FOLD = {"Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"}
+
+
+def fold(op_type: str, inputs: list[Array | None], attrs: Attrs) -> list[Array]:
+    """Evaluate one node on constant inputs; raises NotFoldable when it cannot."""
+    if op_type in NEVER_FOLD:
+        raise NotFoldable(op_type)
+    folder = FOLDERS.get(op_type)
+    if folder is None:
+        raise NotFoldable(op_type)
+    try:
+        return [np.asarray(folder(inputs, attrs))]
+    except (ValueError, IndexError, TypeError, KeyError) as e:
+        raise NotFoldable(f"{op_type}: {e}") from e

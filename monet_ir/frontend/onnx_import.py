@@ -1,0 +1,598 @@
+"""ONNX → MONET IR importer.
+
+`import_onnx(path)` loads an ONNX model (weights are never read: weight-stripped files whose
+external data is absent import with shapes only), resolves every shape statically (ONNX shape
+inference with data propagation, after pinning the symbolic dimensions the caller gives),
+folds the constant sub-graphs (`monet_ir.frontend.folding`) and builds one `func.func` of
+`nn`/`grad`/`train` ops (converters in `monet_ir.frontend.onnx_ops`).
+
+Problems are collected for the whole file and raised together as `OnnxImportError`, one line
+each: `<file>: node '<name>' (<domain>::<op_type>): <problem>`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from monet_ir import graph
+
+# ONNX versions of the default domain whose semantics the converters implement.
+MIN_OPSET, MAX_OPSET = 7, 22
+KNOWN_DOMAINS = {
+    "": (MIN_OPSET, MAX_OPSET),
+    "ai.onnx": (MIN_OPSET, MAX_OPSET),
+    "com.microsoft": (1, 1),
+    "ai.onnx.ml": (1, 5),
+    "ai.onnx.training": (1, 1),
+    "ai.onnx.preview.training": (1, 1),
+    "com.microsoft.experimental": (1, 1),
+    "com.microsoft.nchwc": (1, 1),
+    "org.pytorch.aten": (1, 1),
+}
+
+
+class OnnxImportError(Exception):
+    """All problems found in one ONNX file; str() gives one line per problem."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+@dataclass
+class Tensor:
+    """What the importer knows about one ONNX value: its type and, if known, its value or SSA value."""
+
+    type: TensorType | None
+    const: Any = None  # numpy array when the value is known at import
+    ssa: SSAValue | None = None
+
+
+@dataclass
+class ImportOptions:
+    dims: Mapping[str, int] = field(default_factory=dict)
+    """Values for symbolic dimensions (`dim_param`), e.g. {"batch": 32}."""
+    function_name: str = "main"
+    frozen: tuple[str, ...] = ()
+    """Parameters to import as non-trainable (by ONNX initializer name)."""
+
+
+def import_onnx(
+    source: str | os.PathLike[str] | bytes | IO[bytes],
+    *,
+    dims: Mapping[str, int] | None = None,
+    function_name: str = "main",
+    frozen: tuple[str, ...] = (),
+    source_name: str | None = None,
+) -> ModuleOp:
+    """Import an ONNX file (a path, its bytes or a binary stream) as a verified MONET module."""
+    options = ImportOptions(dict(dims or {}), function_name, tuple(frozen))
+    name, model, base_dir = _load(source, source_name)
+    return OnnxImporter(model, name, base_dir, options).run()
+
+
+def _load(source: Any, source_name: str | None) -> tuple[str, Any, str | None]:
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    base_dir = None
+    if isinstance(source, (str, os.PathLike)):
+        name = source_name or os.fspath(source)
+        base_dir = os.path.dirname(os.path.abspath(name))
+        try:
+            with open(source, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise OnnxImportError([f"{name}: cannot read file: {e.strerror}"]) from None
+    elif isinstance(source, bytes):
+        name, data = source_name or "<bytes>", source
+    else:
+        name = source_name or getattr(source, "name", None) or "<stdin>"
+        if not isinstance(name, str):
+            name = "<stdin>"
+        data = source.read()
+    if not data:
+        raise OnnxImportError([f"{name}: empty file, not an ONNX model"])
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise OnnxImportError([f"{name}: malformed or truncated ONNX file ({e})"]) from None
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise OnnxImportError([f"{name}: not an ONNX model (no graph)"])
+    return name, model, base_dir
+
+
+class OnnxImporter:
+    """Builds the step function from one ONNX graph; see the module docstring."""
+
+    def __init__(self, model: Any, source_name: str, base_dir: str | None, options: ImportOptions):
+        self.model = model
+        self.graph = model.graph
+        self.file = source_name
+        self.base_dir = base_dir
+        self.options = options
+        self.problems: list[str] = []
+        self.values: dict[str, Tensor] = {}
+        self.block = Block()
+        self.type_cache: dict[tuple, TensorType] = {}
+        self.constants: dict[tuple, SSAValue] = {}
+        self.opset = 17
+        from monet_ir.frontend import ort_training
+
+        self.ort = ort_training.detect(self.graph)
+        self.producers = {o: n for n in self.graph.node for o in n.output} if self.ort else {}
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self) -> ModuleOp:
+        self._check_opsets()
+        self._fail_if_problems()
+        self._pin_dims()
+        self._fail_if_problems()
+        shaped = self._infer_shapes()
+        self._fail_if_problems()
+        self._collect_types(shaped)
+        self._declare_arguments()
+        self._fail_if_problems()
+        self._convert_nodes()
+        self._fail_if_problems()
+        module = self._finish()
+        from xdsl.utils.exceptions import VerifyException
+
+        try:
+            module.verify()
+        except VerifyException as e:
+            raise OnnxImportError([f"{self.file}: imported IR does not verify: {str(e).splitlines()[0]}"]) from None
+        return module
+
+    def problem(self, node: Any | None, message: str) -> None:
+        if node is None:
+            self.problems.append(f"{self.file}: {message}")
+        else:
+            self.problems.append(
+                f"{self.file}: node '{node_name(node)}' ({node.domain or 'ai.onnx'}::{node.op_type}): {message}"
+            )
+
+    def _fail_if_problems(self) -> None:
+        if self.problems:
+            raise OnnxImportError(self.problems)
+
+    # ------------------------------------------------------------------ checks and shapes
+
+    def _check_opsets(self) -> None:
+        used = {n.domain for n in self.graph.node}
+        for entry in self.model.opset_import:
+            domain = entry.domain
+            if domain in ("", "ai.onnx"):
+                self.opset = entry.version
+            known = KNOWN_DOMAINS.get(domain)
+            if known is None:
+                if domain in used:
+                    self.problem(None, f"opset domain '{domain}' (version {entry.version}) is not supported")
+            elif not known[0] <= entry.version <= known[1] and domain in used | {""}:
+                self.problem(
+                    None,
+                    f"opset {domain or 'ai.onnx'} version {entry.version} is not supported "
+                    f"(supported: {known[0]}..{known[1]})",
+                )
+        declared = {e.domain for e in self.model.opset_import} | {"ai.onnx"}
+        for node in self.graph.node:
+            if node.domain not in declared and node.domain not in KNOWN_DOMAINS:
+                self.problem(node, f"domain '{node.domain}' is neither declared nor supported")
+
+    def _pin_dims(self) -> None:
+        pinned = self.options.dims
+        used: set[str] = set()
+        for value in self.graph.input:
+            for i, dim in enumerate(value.type.tensor_type.shape.dim):
+                if dim.HasField("dim_value"):
+                    continue
+                param = dim.dim_param
+                if param in pinned:
+                    dim.dim_value = int(pinned[param])
+                    used.add(param)
+                else:
+                    hint = f"; pin it with --dim {param}=N" if param else ""
+                    self.problem(
+                        None,
+                        f"input '{value.name}' has a dynamic dimension {i} ('{param or '?'}') "
+                        f"that cannot be resolved statically{hint}",
+                    )
+        for name in pinned:
+            if name not in used:
+                self.problem(None, f"--dim {name}: no graph input has a symbolic dimension named '{name}'")
+
+    def _infer_shapes(self) -> Any:
+        import onnx
+
+        model = self.model
+        # Shapes of non-standard (ONNX Runtime) ops come from our own rules; re-running the
+        # inference after adding them propagates through the standard ops that follow.
+        from monet_ir.frontend import ort_training
+
+        for _ in range(8):
+            try:
+                model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+            except Exception as e:  # onnx raises its own InferenceError and others
+                self.problem(None, f"ONNX shape inference failed: {str(e).splitlines()[0]}")
+                return model
+            added = ort_training.add_missing_shapes(model.graph)
+            if not added:
+                break
+        return model
+
+    def _collect_types(self, shaped: Any) -> None:
+        graph_ = shaped.graph
+        infos = list(graph_.input) + list(graph_.value_info) + list(graph_.output)
+        self.value_types: dict[str, TensorType | None] = {}
+        for vi in infos:
+            self.value_types[vi.name] = self.tensor_type_of(vi.type, vi.name)
+        for init in graph_.initializer:
+            if init.name not in self.value_types:
+                self.value_types[init.name] = self.make_type(init.data_type, list(init.dims), init.name)
+
+    def tensor_type_of(self, type_proto: Any, name: str) -> TensorType | None:
+        if not type_proto.HasField("tensor_type"):
+            return None
+        tt = type_proto.tensor_type
+        if not tt.HasField("shape"):
+            return None
+        dims = []
+        for d in tt.shape.dim:
+            if not d.HasField("dim_value"):
+                return None
+            dims.append(d.dim_value)
+        return self.make_type(tt.elem_type, dims, name)
+
+    def make_type(self, onnx_elem: int, dims: list[int], name: str) -> TensorType | None:
+        key = (onnx_elem, tuple(dims))
+        cached = self.type_cache.get(key)
+        if cached is not None:
+            return cached
+        elem = element_type(onnx_elem)
+        if elem is None:
+            return None
+        t = TensorType(elem, dims)
+        self.type_cache[key] = t
+        return t
+
+    # ------------------------------------------------------------------ arguments
+
+    def _declare_arguments(self) -> None:
+        from monet_ir.frontend import ort_training
+
+        initializers = {t.name: t for t in self.graph.initializer}
+        graph_inputs = [v for v in self.graph.input]
+        input_names = {v.name for v in graph_inputs}
+        roles = ort_training.classify_inputs(self.graph, initializers) if self.ort else {}
+        trainable = _trainable_params(self.graph, initializers, self.options.frozen)
+        args: list[tuple[str, str, TensorType, bool]] = []  # (onnx name, role, type, trainable)
+
+        for v in graph_inputs:
+            t = self.value_types.get(v.name)
+            if t is None:
+                self.problem(None, f"input '{v.name}' has no static tensor type")
+                continue
+            if v.name in initializers and not self.ort:
+                continue  # an initializer listed as input (IR < 4): a parameter, below
+            role = roles.get(v.name, "input")
+            if role == "const":
+                self.values[v.name] = Tensor(t, const=self.initializer_value(initializers[v.name]))
+                continue
+            args.append((v.name, role, t, role == "param" and roles.get(v.name + "#trainable") == "yes"))
+
+        for init in self.graph.initializer:
+            if init.name in input_names and self.ort:
+                continue
+            t = self.value_types.get(init.name)
+            if t is None:
+                self.problem(None, f"initializer '{init.name}' has an unsupported element type")
+                continue
+            if self.ort or not _is_parameter(init):
+                self.values[init.name] = Tensor(t, const=_LazyInitializer(init))
+                continue
+            args.append((init.name, "param", t, init.name in trainable))
+
+        self.block = Block(arg_types=[a[2] for a in args])
+        self.arg_attr_list = []
+        for (name, role, t, is_trainable), block_arg in zip(args, self.block.args, strict=True):
+            block_arg.name_hint = ssa_name(name)
+            self.values[name] = Tensor(t, ssa=block_arg)
+            self.arg_attr_list.append(graph.arg_attrs(role, name, is_trainable))
+
+    def initializer_value(self, init: Any) -> Any:
+        from onnx import numpy_helper
+
+        try:
+            return numpy_helper.to_array(init, self.base_dir or "")
+        except Exception as e:  # missing external data file, corrupt raw data
+            raise _MissingData(f"initializer '{init.name}' has no readable data ({e})") from None
+
+    # ------------------------------------------------------------------ nodes
+
+    def _convert_nodes(self) -> None:
+        from monet_ir.frontend import ort_training
+        from monet_ir.frontend.onnx_ops import CONVERTERS, Unsupported
+
+        nodes = list(self.graph.node)
+        if self.ort:
+            nodes = ort_training.collapse_decomposed_adam(self, nodes)
+        for node in nodes:
+            if isinstance(node, ort_training.FusedNode):
+                node.emit(self)
+                continue
+            key = (node.domain if node.domain not in ("", "ai.onnx") else "", node.op_type)
+            try:
+                if self._try_fold(node):
+                    continue
+                converter = CONVERTERS.get(key)
+                if converter is None:
+                    self.problem(node, "unsupported operator")
+                    self._poison(node)
+                    continue
+                converter(self, node)
+            except Unsupported as e:
+                self.problem(node, str(e))
+                self._poison(node)
+            except _MissingData as e:
+                self.problem(node, str(e))
+                self._poison(node)
+
+    def _poison(self, node: Any) -> None:
+        """Give the outputs of a node that failed typed placeholders so later nodes still
+        report their own problems instead of cascading errors."""
+        for out in node.output:
+            if out:
+                self.values[out] = Tensor(self.value_types.get(out), ssa=None)
+
+    def _try_fold(self, node: Any) -> bool:
+        from monet_ir.frontend.folding import NotFoldable, fold
+
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            self.values[node.output[0]] = Tensor(self.value_types.get(node.output[0]), const=constant_value(node))
+            return True
+        if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
+            t = self.known(node.input[0])
+            if t is None or t.type is None:
+                return False
+            import numpy as np
+
+            shape = list(t.type.get_shape())
+            if node.op_type == "Size":
+                result = np.array(int(np.prod(shape)), dtype=np.int64)
+            else:
+                start = attr(node, "start", 0)
+                end = attr(node, "end", len(shape))
+                result = np.array(shape[start:end], dtype=np.int64)
+            self.values[node.output[0]] = Tensor(self.value_types.get(node.output[0]), const=result)
+            return True
+        ins = []
+        for name in node.input:
+            if not name:
+                ins.append(None)
+                continue
+            t = self.known(name)
+            if t is None or t.const is None:
+                return False
+            ins.append(self.const_array(name))
+        if not node.input:
+            return False
+        try:
+            outs = fold(node.op_type, ins, attrs_of(node))
+        except NotFoldable:
+            return False
+        for name, value in zip(node.output, outs, strict=False):
+            self.values[name] = Tensor(self.value_types.get(name), const=value)
+        return True
+
+    # ------------------------------------------------------------------ services for converters
+
+    def known(self, name: str) -> Tensor | None:
+        return self.values.get(name)
+
+    def const_array(self, name: str) -> Any:
+        t = self.values[name]
+        if isinstance(t.const, _LazyInitializer):
+            t.const = self.initializer_value(t.const.proto)
+        return t.const
+
+    def type_of(self, name: str) -> TensorType:
+        from monet_ir.frontend.onnx_ops import Unsupported
+
+        t = self.values.get(name)
+        if t is not None and t.type is not None:
+            return t.type
+        if t is not None and t.ssa is not None and isinstance(t.ssa.type, TensorType):
+            return t.ssa.type
+        vt = self.value_types.get(name)
+        if vt is None:
+            raise Unsupported(f"tensor '{name}' has no static shape (pin symbolic dimensions with --dim)")
+        return vt
+
+    def result_type(self, name: str) -> TensorType:
+        from monet_ir.frontend.onnx_ops import Unsupported
+
+        vt = self.value_types.get(name)
+        if vt is None:
+            raise Unsupported(f"output '{name}' has no static shape (pin symbolic dimensions with --dim)")
+        return vt
+
+    def value(self, name: str) -> SSAValue:
+        """The SSA value of an ONNX tensor, materializing import-time constants as nn.constant."""
+        from monet_ir.frontend.onnx_ops import Unsupported
+
+        t = self.values.get(name)
+        if t is None:
+            raise Unsupported(f"input '{name}' is not defined by any node, input or initializer")
+        if t.ssa is not None:
+            return t.ssa
+        if t.const is None:
+            raise Unsupported(f"input '{name}' comes from a node that could not be imported")
+        t.ssa = self.materialize(name, self.const_array(name), t.type)
+        return t.ssa
+
+    def materialize(self, name: str, array: Any, t: TensorType | None) -> SSAValue:
+        """An nn.constant for an import-time value; identical constants (the same causal mask
+        built in every transformer layer) are emitted once."""
+        from dialects.nn import ConstantOp, constant_data
+
+        value_type, raw = constant_bytes(array, t)
+        key = (value_type, raw)
+        existing = self.constants.get(key)
+        if existing is not None:
+            return existing
+        op = ConstantOp.build(properties={"value": constant_data(value_type, raw)}, result_types=[value_type])
+        op.set_origin(name)
+        self.add(op)
+        op.results[0].name_hint = ssa_name(name)
+        self.constants[key] = op.results[0]
+        return op.results[0]
+
+    def add(self, op: Operation) -> Operation:
+        self.block.add_op(op)
+        return op
+
+    def bind(self, name: str, value: SSAValue) -> None:
+        if not name:
+            return
+        value.name_hint = ssa_name(name)
+        self.values[name] = Tensor(value.type if isinstance(value.type, TensorType) else None, ssa=value)
+
+    # ------------------------------------------------------------------ function
+
+    def _finish(self) -> ModuleOp:
+        outputs: list[SSAValue] = []
+        for out in self.graph.output:
+            if self.ort and out.name.endswith("_optimizer_end"):
+                continue  # an in-place parameter update, modelled by the train op itself
+            try:
+                outputs.append(self.value(out.name))
+            except Exception as e:  # Unsupported
+                self.problem(None, f"graph output '{out.name}': {e}")
+        self._fail_if_problems()
+        self.block.add_op(func.ReturnOp(*outputs))
+        fn = func.FuncOp(
+            self.options.function_name,
+            ([a.type for a in self.block.args], [o.type for o in outputs]),
+            Region(self.block),
+            arg_attrs=ArrayAttr(self.arg_attr_list),
+        )
+        module = ModuleOp([fn])
+        module.attributes["monet.source"] = StringAttr(os.path.basename(self.file))
+        return module
+
+
+class _MissingData(Exception):
+    pass
+
+
+@dataclass
+class _LazyInitializer:
+    """An initializer whose data is read only if a converter needs its value."""
+
+    proto: Any
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def node_name(node: Any) -> str:
+    return node.name or (node.output[0] if node.output else node.op_type)
+
+
+def ssa_name(onnx_name: str) -> str | None:
+    """A readable SSA name from an ONNX tensor name (xDSL accepts [A-Za-z0-9_$.-])."""
+    cleaned = "".join(c if c.isalnum() or c in "_." else "_" for c in onnx_name).strip("_.")
+    if not cleaned or cleaned[0].isdigit():
+        return None
+    return cleaned[:64]
+
+
+def attr(node: Any, name: str, default: Any = None) -> Any:
+    from onnx import helper
+
+    for a in node.attribute:
+        if a.name == name:
+            value = helper.get_attribute_value(a)
+            return value.decode() if isinstance(value, bytes) else value
+    return default
+
+
+def attrs_of(node: Any) -> dict[str, Any]:
+    from onnx import helper
+
+    out = {}
+    for a in node.attribute:
+        value = helper.get_attribute_value(a)
+        out[a.name] = value.decode() if isinstance(value, bytes) else value
+    return out
+
+
+def constant_value(node: Any) -> Any:
+    import numpy as np
+    from onnx import numpy_helper
+
+    for a in node.attribute:
+        if a.name == "value":
+            return numpy_helper.to_array(a.t)
+        if a.name == "value_float":
+            return np.array(a.f, dtype=np.float32)
+        if a.name == "value_floats":
+            return np.array(list(a.floats), dtype=np.float32)
+        if a.name == "value_int":
+            return np.array(a.i, dtype=np.int64)
+        if a.name == "value_ints":
+            return np.array(list(a.ints), dtype=np.int64)
+    return None
+
+
+def element_type(onnx_elem: int) -> Attribute | None:
+    from monet_ir.types import element_type_from_onnx
+
+    return element_type_from_onnx(onnx_elem)
+
+
+def constant_bytes(array: Any, t: TensorType | None) -> tuple[TensorType, bytes]:
+    """The tensor type and little-endian storage bytes of an import-time value."""
+    import numpy as np
+
+    from monet_ir.types import element_type_from_numpy, numpy_dtype_of
+
+    arr = np.asarray(array)
+    elem = t.get_element_type() if t is not None else element_type_from_numpy(arr.dtype)
+    shape = list(arr.shape) if t is None else list(t.get_shape())
+    arr = np.ascontiguousarray(arr.astype(np.dtype(numpy_dtype_of(elem)).newbyteorder("<"), copy=False)).reshape(shape)
+    return TensorType(elem, shape), arr.tobytes()
+
+
+def _is_parameter(init: Any) -> bool:
+    from monet_ir.types import is_float_onnx
+
+    return is_float_onnx(init.data_type) and len(init.dims) > 0
+
+
+def _trainable_params(graph_: Any, initializers: dict[str, Any], frozen: tuple[str, ...]) -> set[str]:
+    """Float initializers are trainable unless they are batch-norm running statistics (inputs
+    3 and 4 of BatchNormalization) or frozen by the caller."""
+    running = set()
+    for node in graph_.node:
+        if node.op_type == "BatchNormalization":
+            running.update(node.input[3:5])
+    return {
+        name for name, init in initializers.items()
+        if _is_parameter(init) and name not in running and name not in frozen
+    }
+

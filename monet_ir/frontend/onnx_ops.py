@@ -1,0 +1,724 @@
+"""Per-operator converters from ONNX nodes to MONET ops.
+
+`CONVERTERS[(domain, op_type)]` takes the importer and one node, emits ops and binds the node's
+outputs. Attribute-like inputs (a Reshape's shape, Slice bounds, ...) must be known at import;
+their values become properties. A converter raises `Unsupported` with a short reason for a
+semantic it does not model (never a silent approximation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xdsl.dialects.builtin import StringAttr, TensorType
+from xdsl.ir import Operation, SSAValue
+
+from dialects import grad, nn, train
+from dialects.base import (
+    bool_attr,
+    float_attr,
+    int_attr,
+    ints_attr,
+)
+from monet_ir.frontend.onnx_import import attr, node_name
+
+
+class Unsupported(Exception):
+    """A node uses a semantic the importer does not model."""
+
+
+Converter = Callable[[Any, Any], None]
+CONVERTERS: dict[tuple[str, str], Converter] = {}
+
+
+def converts(*op_types: str, domain: str = "") -> Callable[[Converter], Converter]:
+    def register(fn: Converter) -> Converter:
+        for op_type in op_types:
+            CONVERTERS[(domain, op_type)] = fn
+        return fn
+
+    return register
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def opt_input(node: Any, i: int) -> str | None:
+    return node.input[i] if len(node.input) > i and node.input[i] else None
+
+
+def const_input(imp: Any, node: Any, i: int, what: str) -> Any:
+    """The import-time value of an attribute-like input."""
+    name = opt_input(node, i)
+    if name is None:
+        return None
+    t = imp.known(name)
+    if t is None or t.const is None:
+        raise Unsupported(f"{what} (input {i}, '{name}') must be a constant known at import")
+    return imp.const_array(name)
+
+
+def const_ints(imp: Any, node: Any, i: int, what: str) -> list[int] | None:
+    value = const_input(imp, node, i, what)
+    return None if value is None else [int(v) for v in value.reshape(-1)]
+
+
+def const_float(imp: Any, node: Any, i: int, what: str) -> float | None:
+    value = const_input(imp, node, i, what)
+    return None if value is None else float(value.reshape(-1)[0])
+
+
+def emit(
+    imp: Any,
+    node: Any,
+    op_class: type[Operation],
+    operands: Sequence[SSAValue | None],
+    result_types: Sequence[TensorType],
+    properties: dict[str, Any] | None = None,
+    outputs: Sequence[str] | None = None,
+) -> Operation:
+    """Build, tag (origin node and phase), append and bind one op."""
+    props = {k: v for k, v in (properties or {}).items() if v is not None}
+    op = op_class.build(operands=list(operands), result_types=list(result_types), properties=props)
+    origin, phase = imp_origin(imp, node)
+    op.set_origin(origin, phase)  # type: ignore[attr-defined]
+    imp.add(op)
+    names = list(node.output) if outputs is None else list(outputs)
+    for name, result in zip(names, op.results, strict=False):
+        imp.bind(name, result)
+    return op
+
+
+def imp_origin(imp: Any, node: Any) -> tuple[str, str]:
+    if imp.ort:
+        from monet_ir.frontend import ort_training
+
+        return ort_training.origin_of(node, imp.producers)
+    return node_name(node), "forward"
+
+
+def same_type(imp: Any, node: Any) -> list[TensorType]:
+    return [imp.result_type(node.output[0])]
+
+
+def check_no_extra_outputs(node: Any, keep: int, what: str) -> None:
+    for extra in node.output[keep:]:
+        if extra:
+            # optional outputs used downstream would silently lose their producer otherwise
+            raise Unsupported(f"optional output '{extra}' ({what}) is not modelled")
+
+
+# ---------------------------------------------------------------------- element-wise
+
+
+UNARY = {
+    "Relu": nn.ReluOp, "Sigmoid": nn.SigmoidOp, "HardSwish": nn.HardSwishOp, "Tanh": nn.TanhOp,
+    "Erf": nn.ErfOp, "Sqrt": nn.SqrtOp, "Neg": nn.NegOp, "Exp": nn.ExpOp, "Log": nn.LogOp, "Not": nn.NotOp,
+}
+
+
+@converts(*UNARY)
+def convert_unary(imp: Any, node: Any) -> None:
+    emit(imp, node, UNARY[node.op_type], [imp.value(node.input[0])], same_type(imp, node))
+
+
+@converts("LeakyRelu")
+def convert_leaky_relu(imp: Any, node: Any) -> None:
+    emit(imp, node, nn.LeakyReluOp, [imp.value(node.input[0])], same_type(imp, node),
+         {"alpha": float_attr(attr(node, "alpha", 0.01))})
+
+
+@converts("HardSigmoid")
+def convert_hard_sigmoid(imp: Any, node: Any) -> None:
+    emit(imp, node, nn.HardSigmoidOp, [imp.value(node.input[0])], same_type(imp, node),
+         {"alpha": float_attr(attr(node, "alpha", 0.2)), "beta": float_attr(attr(node, "beta", 0.5))})
+
+
+@converts("Gelu")
+def convert_gelu(imp: Any, node: Any) -> None:
+    emit(imp, node, nn.GeluOp, [imp.value(node.input[0])], same_type(imp, node),
+         {"approximate": StringAttr(attr(node, "approximate", "none"))})
+
+
+@converts("Clip")
+def convert_clip(imp: Any, node: Any) -> None:
+    if imp.opset < 11:
+        lo, hi = attr(node, "min"), attr(node, "max")
+    else:
+        lo, hi = const_float(imp, node, 1, "min"), const_float(imp, node, 2, "max")
+    emit(imp, node, nn.ClipOp, [imp.value(node.input[0])], same_type(imp, node),
+         {"min": None if lo is None else float_attr(lo), "max": None if hi is None else float_attr(hi)})
+
+
+@converts("Softmax", "LogSoftmax")
+def convert_softmax(imp: Any, node: Any) -> None:
+    rank = len(imp.type_of(node.input[0]).get_shape())
+    default_axis = -1 if imp.opset >= 13 else 1
+    axis = attr(node, "axis", default_axis)
+    if imp.opset < 13 and axis % rank != rank - 1:
+        raise Unsupported(f"opset {imp.opset} {node.op_type} over flattened axes [{axis}:] is not modelled")
+    op = nn.SoftmaxOp if node.op_type == "Softmax" else nn.LogSoftmaxOp
+    emit(imp, node, op, [imp.value(node.input[0])], same_type(imp, node), {"axis": int_attr(axis)})
+
+
+BINARY = {
+    "Add": nn.AddOp, "Sub": nn.SubOp, "Mul": nn.MulOp, "Div": nn.DivOp, "Pow": nn.PowOp,
+    "Equal": nn.EqualOp, "And": nn.AndOp,
+}
+
+
+@converts(*BINARY)
+def convert_binary(imp: Any, node: Any) -> None:
+    lhs, rhs = imp.value(node.input[0]), imp.value(node.input[1])
+    if node.op_type == "Pow" and lhs.type.get_element_type() != rhs.type.get_element_type():
+        rhs = cast_to(imp, node, rhs, lhs.type.get_element_type())
+    emit(imp, node, BINARY[node.op_type], [lhs, rhs], same_type(imp, node))
+
+
+def cast_to(imp: Any, node: Any, value: SSAValue, elem: Any) -> SSAValue:
+    """An explicit cast for ONNX ops that accept mixed element types (Pow's exponent)."""
+    t = TensorType(elem, value.type.get_shape())
+    op = emit(imp, node, nn.CastOp, [value], [t], outputs=[])
+    return op.results[0]
+
+
+@converts("Where")
+def convert_where(imp: Any, node: Any) -> None:
+    emit(imp, node, nn.WhereOp, [imp.value(n) for n in node.input[:3]], same_type(imp, node))
+
+
+@converts("Sum")
+def convert_sum(imp: Any, node: Any) -> None:
+    if len(node.input) == 1:
+        imp.bind(node.output[0], imp.value(node.input[0]))
+        return
+    emit(imp, node, nn.SumOp, [[imp.value(n) for n in node.input]], same_type(imp, node))
+
+
+@converts("Cast")
+def convert_cast(imp: Any, node: Any) -> None:
+    source = imp.value(node.input[0])
+    target = imp.result_type(node.output[0])
+    if source.type == target:
+        imp.bind(node.output[0], source)
+        return
+    emit(imp, node, nn.CastOp, [source], [target])
+
+
+@converts("Identity")
+def convert_identity(imp: Any, node: Any) -> None:
+    imp.bind(node.output[0], imp.value(node.input[0]))
+
+
+@converts("Dropout")
+def convert_dropout(imp: Any, node: Any) -> None:
+    ratio = const_float(imp, node, 1, "ratio") if imp.opset >= 12 else attr(node, "ratio", 0.5)
+    ratio = 0.5 if ratio is None else ratio
+    training = const_input(imp, node, 2, "training_mode") if imp.opset >= 12 else None
+    is_training = bool(training.reshape(-1)[0]) if training is not None else imp.opset < 7
+    x = imp.value(node.input[0])
+    if not is_training or ratio == 0.0:
+        # inference-mode dropout (or p = 0) is the identity; its mask, if used, is all true
+        imp.bind(node.output[0], x)
+        if len(node.output) > 1 and node.output[1]:
+            import numpy as np
+
+            mask_type = imp.result_type(node.output[1])
+            imp.bind(node.output[1], imp.materialize(node.output[1], np.ones(mask_type.get_shape(), bool), mask_type))
+        return
+    seed = attr(node, "seed")
+    t = imp.result_type(node.output[0])
+    has_mask = len(node.output) > 1 and node.output[1]
+    mask_type = imp.result_type(node.output[1]) if has_mask else _bool_type(t)
+    emit(imp, node, nn.DropoutOp, [x], [t, mask_type],
+         {"ratio": float_attr(ratio), "seed": None if seed is None else int_attr(seed)})
+
+
+def _bool_type(t: TensorType) -> Any:
+    from xdsl.dialects.builtin import i1
+
+    return TensorType(i1, t.get_shape())
+
+
+# ---------------------------------------------------------------------- contractions
+
+
+def conv_geometry(imp: Any, node: Any, spatial: int, kernel: Sequence[int], transpose: bool = False) -> dict[str, Any]:
+    strides = list(attr(node, "strides", [1] * spatial))
+    dilations = list(attr(node, "dilations", [1] * spatial))
+    pads = list(attr(node, "pads", [0] * (2 * spatial)))
+    auto_pad = attr(node, "auto_pad", "NOTSET")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER") and not transpose:
+        x = imp.type_of(node.input[0]).get_shape()
+        pads = same_pads(x[2:], kernel, strides, dilations, auto_pad == "SAME_UPPER")
+    elif auto_pad == "VALID":
+        pads = [0] * (2 * spatial)
+    elif auto_pad not in ("NOTSET", "SAME_UPPER", "SAME_LOWER"):
+        raise Unsupported(f"auto_pad '{auto_pad}' is not an ONNX value")
+    props = {"group": int_attr(attr(node, "group", 1))}
+    if any(s != 1 for s in strides):
+        props["strides"] = ints_attr(strides)
+    if any(p != 0 for p in pads):
+        props["pads"] = ints_attr(pads)
+    if any(d != 1 for d in dilations):
+        props["dilations"] = ints_attr(dilations)
+    if props["group"].value.data == 1:
+        del props["group"]
+    return props
+
+
+def same_pads(size: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int], upper: bool) -> list[int]:
+    begins, ends = [], []
+    for n, k, s, d in zip(size, kernel, strides, dilations, strict=True):
+        out = -(-n // s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - n)
+        small, big = total // 2, total - total // 2
+        begins.append(small if upper else big)
+        ends.append(big if upper else small)
+    return begins + ends
+
+
+@converts("Conv")
+def convert_conv(imp: Any, node: Any) -> None:
+    w = imp.type_of(node.input[1]).get_shape()
+    props = conv_geometry(imp, node, len(w) - 2, w[2:])
+    bias = opt_input(node, 2)
+    operands = [imp.value(node.input[0]), imp.value(node.input[1])] + [imp.value(bias) if bias else None]
+    emit(imp, node, nn.ConvOp, operands, same_type(imp, node), props)
+
+
+@converts("ConvTranspose")
+def convert_conv_transpose(imp: Any, node: Any) -> None:
+    if imp.ort and imp_origin(imp, node)[1] == "backward" and not opt_input(node, 2):
+        # ORT writes a convolution's input gradient as ConvTranspose(dY, W) whose declared
+        # output is the forward input (output_padding left implicit): that is grad.conv_input
+        w = imp.type_of(node.input[1]).get_shape()
+        props = conv_geometry(imp, node, len(w) - 2, w[2:], transpose=True)
+        emit(imp, node, grad.ConvInputGradOp, [imp.value(node.input[0]), imp.value(node.input[1])],
+             same_type(imp, node), props)
+        return
+    x = imp.type_of(node.input[0]).get_shape()
+    w = imp.type_of(node.input[1]).get_shape()
+    spatial = len(w) - 2
+    props = conv_geometry(imp, node, spatial, w[2:], transpose=True)
+    out = imp.result_type(node.output[0]).get_shape()
+    output_padding = list(attr(node, "output_padding", [0] * spatial))
+    if attr(node, "output_shape") is not None or attr(node, "auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
+        # ONNX derives the padding from the requested output size
+        strides = list(attr(node, "strides", [1] * spatial))
+        dilations = list(attr(node, "dilations", [1] * spatial))
+        upper = attr(node, "auto_pad", "SAME_UPPER") != "SAME_LOWER"
+        begins, ends = [], []
+        for i in range(spatial):
+            total = strides[i] * (x[2 + i] - 1) + output_padding[i] + (w[2 + i] - 1) * dilations[i] + 1 - out[2 + i]
+            small, big = total // 2, total - total // 2
+            begins.append(small if upper else big)
+            ends.append(big if upper else small)
+        props["pads"] = ints_attr(begins + ends)
+    if any(p != 0 for p in output_padding):
+        props["output_padding"] = ints_attr(output_padding)
+    bias = opt_input(node, 2)
+    operands = [imp.value(node.input[0]), imp.value(node.input[1])] + [imp.value(bias) if bias else None]
+    emit(imp, node, nn.ConvTransposeOp, operands, same_type(imp, node), props)
+
+
+@converts("Gemm")
+def convert_gemm(imp: Any, node: Any) -> None:
+    bias = opt_input(node, 2)
+    operands = [imp.value(node.input[0]), imp.value(node.input[1])] + [imp.value(bias) if bias else None]
+    alpha, beta = attr(node, "alpha", 1.0), attr(node, "beta", 1.0)
+    emit(imp, node, nn.GemmOp, operands, same_type(imp, node), {
+        "alpha": float_attr(alpha) if alpha != 1.0 else None,
+        "beta": float_attr(beta) if beta != 1.0 and bias else None,
+        "trans_a": bool_attr(True) if attr(node, "transA", 0) else None,
+        "trans_b": bool_attr(True) if attr(node, "transB", 0) else None,
+    })
+
+
+@converts("MatMul")
+def convert_matmul(imp: Any, node: Any) -> None:
+    emit(imp, node, nn.MatMulOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node))
+
+
+@converts("FusedMatMul", domain="com.microsoft")
+def convert_fused_matmul(imp: Any, node: Any) -> None:
+    if attr(node, "transBatchA", 0) or attr(node, "transBatchB", 0):
+        raise Unsupported("transBatchA/transBatchB are not modelled")
+    alpha = attr(node, "alpha", 1.0)
+    emit(imp, node, nn.MatMulOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node), {
+        "alpha": float_attr(alpha) if alpha != 1.0 else None,
+        "trans_a": bool_attr(True) if attr(node, "transA", 0) else None,
+        "trans_b": bool_attr(True) if attr(node, "transB", 0) else None,
+    })
+
+
+# ---------------------------------------------------------------------- normalization
+
+
+@converts("BatchNormalization")
+def convert_batch_norm(imp: Any, node: Any) -> None:
+    training = attr(node, "training_mode", 1 if len([o for o in node.output if o]) > 1 else 0)
+    if imp.opset < 14 and len([o for o in node.output if o]) > 1:
+        training = 1
+    for extra in node.output[1:]:
+        if extra and imp_uses(imp, extra):
+            raise Unsupported(f"the running statistics output '{extra}' is used; it is not modelled as a value")
+    emit(imp, node, nn.BatchNormOp, [imp.value(n) for n in node.input[:5]], same_type(imp, node), {
+        "epsilon": float_attr(attr(node, "epsilon", 1e-5)),
+        "momentum": float_attr(attr(node, "momentum", 0.9)),
+        "training": bool_attr(bool(training)),
+    }, outputs=node.output[:1])
+
+
+def imp_uses(imp: Any, name: str) -> bool:
+    return any(name in n.input for n in imp.graph.node) or any(o.name == name for o in imp.graph.output)
+
+
+@converts("LayerNormalization")
+def convert_layer_norm(imp: Any, node: Any) -> None:
+    for extra in node.output[1:]:
+        if extra and imp_uses(imp, extra):
+            raise Unsupported(f"the statistics output '{extra}' is used; it is not modelled as a value")
+    bias = opt_input(node, 2)
+    operands = [imp.value(node.input[0]), imp.value(node.input[1])] + [imp.value(bias) if bias else None]
+    if attr(node, "stash_type", 1) != 1:
+        raise Unsupported("stash_type other than float32 is not modelled")
+    emit(imp, node, nn.LayerNormOp, operands, same_type(imp, node), {
+        "axis": int_attr(attr(node, "axis", -1)),
+        "epsilon": float_attr(attr(node, "epsilon", 1e-5)),
+    }, outputs=node.output[:1])
+
+
+# ---------------------------------------------------------------------- pooling
+
+
+def pool_properties(imp: Any, node: Any) -> dict[str, Any]:
+    kernel = list(attr(node, "kernel_shape"))
+    n = len(kernel)
+    strides = list(attr(node, "strides", [1] * n))
+    dilations = list(attr(node, "dilations", [1] * n))
+    pads = list(attr(node, "pads", [0] * (2 * n)))
+    auto_pad = attr(node, "auto_pad", "NOTSET")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        x = imp.type_of(node.input[0]).get_shape()
+        pads = same_pads(x[2:], kernel, strides, dilations, auto_pad == "SAME_UPPER")
+    elif auto_pad == "VALID":
+        pads = [0] * (2 * n)
+    props: dict[str, Any] = {"kernel_shape": ints_attr(kernel)}
+    if any(s != 1 for s in strides):
+        props["strides"] = ints_attr(strides)
+    if any(p != 0 for p in pads):
+        props["pads"] = ints_attr(pads)
+    if any(d != 1 for d in dilations):
+        props["dilations"] = ints_attr(dilations)
+    if attr(node, "ceil_mode", 0):
+        props["ceil_mode"] = bool_attr(True)
+    return props
+
+
+@converts("MaxPool")
+def convert_max_pool(imp: Any, node: Any) -> None:
+    if len(node.output) > 1 and node.output[1] and imp_uses(imp, node.output[1]):
+        if imp.ort:
+            imp.values[node.output[1]] = imp.known(node.input[0])  # MaxPoolGrad reads x instead
+        else:
+            raise Unsupported("the Indices output is not modelled")
+    if attr(node, "storage_order", 0):
+        raise Unsupported("storage_order=1 is not modelled")
+    emit(imp, node, nn.MaxPoolOp, [imp.value(node.input[0])], same_type(imp, node), pool_properties(imp, node),
+         outputs=node.output[:1])
+
+
+@converts("AveragePool")
+def convert_avg_pool(imp: Any, node: Any) -> None:
+    props = pool_properties(imp, node)
+    if attr(node, "count_include_pad", 0):
+        props["count_include_pad"] = bool_attr(True)
+    emit(imp, node, nn.AvgPoolOp, [imp.value(node.input[0])], same_type(imp, node), props)
+
+
+@converts("GlobalAveragePool")
+def convert_global_avg_pool(imp: Any, node: Any) -> None:
+    emit(imp, node, nn.GlobalAvgPoolOp, [imp.value(node.input[0])], same_type(imp, node))
+
+
+# ---------------------------------------------------------------------- reductions
+
+
+@converts("ReduceSum", "ReduceMean")
+def convert_reduce(imp: Any, node: Any) -> None:
+    axes_from_input = (node.op_type == "ReduceSum" and imp.opset >= 13) or imp.opset >= 18
+    axes = const_ints(imp, node, 1, "axes") if axes_from_input else attr(node, "axes")
+    if not axes and attr(node, "noop_with_empty_axes", 0):
+        imp.bind(node.output[0], imp.value(node.input[0]))
+        return
+    op = nn.ReduceSumOp if node.op_type == "ReduceSum" else nn.ReduceMeanOp
+    emit(imp, node, op, [imp.value(node.input[0])], same_type(imp, node), {
+        "axes": ints_attr(axes) if axes else None,
+        "keepdims": bool_attr(bool(attr(node, "keepdims", 1))),
+    })
+
+
+# ---------------------------------------------------------------------- data movement
+
+
+@converts("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+def convert_reshape(imp: Any, node: Any) -> None:
+    x = imp.value(node.input[0])
+    t = imp.result_type(node.output[0])
+    if x.type == t:
+        imp.bind(node.output[0], x)
+        return
+    emit(imp, node, nn.ReshapeOp, [x], [t])
+
+
+@converts("Expand")
+def convert_expand(imp: Any, node: Any) -> None:
+    x = imp.value(node.input[0])
+    t = imp.result_type(node.output[0])
+    if x.type == t:
+        imp.bind(node.output[0], x)
+        return
+    emit(imp, node, nn.ExpandOp, [x], [t])
+
+
+@converts("Transpose")
+def convert_transpose(imp: Any, node: Any) -> None:
+    rank = len(imp.type_of(node.input[0]).get_shape())
+    perm = list(attr(node, "perm", list(reversed(range(rank)))))
+    emit(imp, node, nn.TransposeOp, [imp.value(node.input[0])], same_type(imp, node), {"perm": ints_attr(perm)})
+
+
+@converts("Concat")
+def convert_concat(imp: Any, node: Any) -> None:
+    emit(imp, node, nn.ConcatOp, [[imp.value(n) for n in node.input if n]], same_type(imp, node),
+         {"axis": int_attr(attr(node, "axis"))})
+
+
+@converts("Split")
+def convert_split(imp: Any, node: Any) -> None:
+    types = [imp.result_type(o) for o in node.output]
+    emit(imp, node, nn.SplitOp, [imp.value(node.input[0])], [types], {"axis": int_attr(attr(node, "axis", 0))})
+
+
+@converts("Slice")
+def convert_slice(imp: Any, node: Any) -> None:
+    if imp.opset < 10:
+        starts, ends, axes, steps = attr(node, "starts"), attr(node, "ends"), attr(node, "axes"), None
+    else:
+        starts = const_ints(imp, node, 1, "starts")
+        ends = const_ints(imp, node, 2, "ends")
+        axes = const_ints(imp, node, 3, "axes")
+        steps = const_ints(imp, node, 4, "steps")
+    clamp = 2**62  # ONNX exporters write INT64_MAX for "to the end"; keep it printable
+    emit(imp, node, nn.SliceOp, [imp.value(node.input[0])], same_type(imp, node), {
+        "starts": ints_attr([max(min(s, clamp), -clamp) for s in starts]),
+        "ends": ints_attr([max(min(e, clamp), -clamp) for e in ends]),
+        "axes": ints_attr(axes) if axes is not None else None,
+        "steps": ints_attr(steps) if steps is not None else None,
+    })
+
+
+@converts("Gather")
+def convert_gather(imp: Any, node: Any) -> None:
+    emit(imp, node, nn.GatherOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node),
+         {"axis": int_attr(attr(node, "axis", 0))})
+
+
+@converts("Pad")
+def convert_pad(imp: Any, node: Any) -> None:
+    rank = len(imp.type_of(node.input[0]).get_shape())
+    if imp.opset < 11:
+        pads, value, axes = list(attr(node, "pads")), attr(node, "value", 0.0), None
+    else:
+        pads = const_ints(imp, node, 1, "pads")
+        value = const_float(imp, node, 2, "constant_value") or 0.0
+        axes = const_ints(imp, node, 3, "axes")
+    if axes is not None:
+        full = [0] * (2 * rank)
+        for i, a in enumerate(axes):
+            full[a % rank] = pads[i]
+            full[rank + a % rank] = pads[len(axes) + i]
+        pads = full
+    if any(p < 0 for p in pads):
+        raise Unsupported("negative pads (cropping) are not modelled")
+    emit(imp, node, nn.PadOp, [imp.value(node.input[0])], same_type(imp, node), {
+        "pads": ints_attr(pads),
+        "mode": StringAttr(attr(node, "mode", "constant")),
+        "value": float_attr(value) if value else None,
+    })
+
+
+# ---------------------------------------------------------------------- losses
+
+
+@converts("SoftmaxCrossEntropyLoss")
+def convert_sce(imp: Any, node: Any) -> None:
+    weights = opt_input(node, 2)
+    operands = [imp.value(node.input[0]), imp.value(node.input[1])] + [imp.value(weights) if weights else None]
+    log_prob = [imp.result_type(node.output[1])] if len(node.output) > 1 and node.output[1] else []
+    types = [imp.result_type(node.output[0]), log_prob]
+    ignore = attr(node, "ignore_index")
+    emit(imp, node, nn.SoftmaxCrossEntropyOp, operands, types, {
+        "reduction": StringAttr(attr(node, "reduction", "mean")),
+        "ignore_index": None if ignore is None else int_attr(ignore),
+    })
+
+
+# ---------------------------------------------------------------------- ONNX Runtime gradient ops
+
+
+MS = "com.microsoft"
+
+
+@converts("ReluGrad", domain=MS)
+def convert_relu_grad(imp: Any, node: Any) -> None:
+    emit(imp, node, grad.ReluGradOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node))
+
+
+@converts("GeluGrad", "FastGeluGrad", "BiasGeluGrad_dX", "BiasFastGeluGrad_dX", domain=MS)
+def convert_gelu_grad(imp: Any, node: Any) -> None:
+    if len(node.input) > 2 and node.input[2]:
+        raise Unsupported("the fused bias input is not modelled")
+    approximate = "tanh" if "Fast" in node.op_type else "none"
+    emit(imp, node, grad.GeluGradOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node),
+         {"approximate": StringAttr(approximate)})
+
+
+@converts("SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad", "LogSoftmaxGrad_13", domain=MS)
+def convert_softmax_grad(imp: Any, node: Any) -> None:
+    op = grad.LogSoftmaxGradOp if node.op_type.startswith("Log") else grad.SoftmaxGradOp
+    rank = len(imp.type_of(node.input[0]).get_shape())
+    axis = attr(node, "axis", -1 if node.op_type.endswith("_13") else 1)
+    if not node.op_type.endswith("_13") and axis % rank != rank - 1:
+        raise Unsupported("softmax gradient over flattened axes is not modelled")
+    emit(imp, node, op, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node),
+         {"axis": int_attr(axis)})
+
+
+@converts("SoftmaxCrossEntropyLossGrad", domain=MS)
+def convert_sce_grad(imp: Any, node: Any) -> None:
+    weights = opt_input(node, 3)
+    operands = [imp.value(n) for n in node.input[:3]] + [imp.value(weights) if weights else None]
+    ignore = attr(node, "ignore_index")
+    emit(imp, node, grad.SoftmaxCrossEntropyGradOp, operands, same_type(imp, node), {
+        "reduction": StringAttr(attr(node, "reduction", "mean")),
+        "ignore_index": None if ignore is None else int_attr(ignore),
+    })
+
+
+@converts("AveragePoolGrad", "MaxPoolGrad", domain=MS)
+def convert_pool_grad(imp: Any, node: Any) -> None:
+    props = _pool_grad_properties(node)
+    t = same_type(imp, node)
+    if node.op_type == "AveragePoolGrad":
+        if attr(node, "count_include_pad", 0):
+            props["count_include_pad"] = bool_attr(True)
+        emit(imp, node, grad.AvgPoolGradOp, [imp.value(node.input[0])], t, props)
+    else:
+        # ORT passes MaxPool's indices; our op re-derives the arg-max from the pooled input
+        emit(imp, node, grad.MaxPoolGradOp, [imp.value(node.input[0]), imp.value(node.input[1])], t, props)
+
+
+def _pool_grad_properties(node: Any) -> dict[str, Any]:
+    kernel = list(attr(node, "kernel_shape"))
+    n = len(kernel)
+    props: dict[str, Any] = {"kernel_shape": ints_attr(kernel)}
+    strides = list(attr(node, "strides", [1] * n))
+    pads = list(attr(node, "pads", [0] * (2 * n)))
+    if any(s != 1 for s in strides):
+        props["strides"] = ints_attr(strides)
+    if any(p != 0 for p in pads):
+        props["pads"] = ints_attr(pads)
+    if attr(node, "auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise Unsupported("auto_pad SAME_* on a pooling gradient is not modelled")
+    if attr(node, "ceil_mode", 0):
+        props["ceil_mode"] = bool_attr(True)
+    return props
+
+
+@converts("ConvGrad", domain=MS)
+def convert_conv_grad(imp: Any, node: Any) -> None:
+    w = imp.type_of(node.input[2]).get_shape()
+    props = conv_geometry(imp, node, len(w) - 2, w[2:])
+    dy, x, wv = (imp.value(n) for n in node.input[:3])
+    if node.output[0]:
+        emit(imp, node, grad.ConvInputGradOp, [dy, wv], [imp.result_type(node.output[0])], props, outputs=node.output[:1])
+    if len(node.output) > 1 and node.output[1]:
+        emit(imp, node, grad.ConvWeightGradOp, [dy, x], [imp.result_type(node.output[1])], props, outputs=node.output[1:2])
+    if len(node.output) > 2 and node.output[2]:
+        emit(imp, node, grad.ConvBiasGradOp, [dy], [imp.result_type(node.output[2])], outputs=node.output[2:3])
+
+
+@converts("LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad", domain=MS)
+def convert_layer_norm_grad(imp: Any, node: Any) -> None:
+    if node.op_type.startswith("Simplified"):
+        raise Unsupported("RMS-style simplified layer normalization is not modelled")
+    types = [imp.result_type(o) for o in node.output[:3]]
+    emit(imp, node, grad.LayerNormGradOp, [imp.value(n) for n in node.input[:3]], types, {
+        "axis": int_attr(attr(node, "axis", -1)),
+        "epsilon": float_attr(attr(node, "epsilon", 1e-5)),
+    })
+
+
+@converts("BatchNormalizationGrad", domain=MS)
+def convert_batch_norm_grad(imp: Any, node: Any) -> None:
+    types = [imp.result_type(o) for o in node.output[:3]]
+    emit(imp, node, grad.BatchNormGradOp, [imp.value(n) for n in node.input[:3]], types, {
+        "epsilon": float_attr(attr(node, "epsilon", 1e-5)),
+        "training": bool_attr(True),
+    })
+
+
+@converts("GatherGrad", domain=MS)
+def convert_gather_grad(imp: Any, node: Any) -> None:
+    shape = const_ints(imp, node, 0, "shape")
+    dy = imp.value(node.input[2])
+    t = TensorType(dy.type.get_element_type(), shape)
+    emit(imp, node, grad.GatherGradOp, [dy, imp.value(node.input[1])], [t], {"axis": int_attr(attr(node, "axis", 0))})
+
+
+@converts("InPlaceAccumulator", "InPlaceAccumulatorV2", domain=MS)
+def convert_accumulator(imp: Any, node: Any) -> None:
+    if len(node.input) > 2 and node.input[2]:
+        raise Unsupported("the overwrite flag input is not modelled")
+    buffer = imp.value(node.input[0])
+    emit(imp, node, train.AccumulateOp, [buffer, imp.value(node.input[1])], [], outputs=[])
+    # the op updates the buffer in place; later readers of the output see the buffer
+    outputs = list(node.output)
+    if node.op_type == "InPlaceAccumulatorV2":
+        outputs = outputs[1:]
+    for out in outputs[:1]:
+        imp.bind(out, buffer)
+
+
+@converts("SGDOptimizer", domain=MS)
+def convert_sgd_optimizer(imp: Any, node: Any) -> None:
+    lr = const_float(imp, node, 0, "learning rate")
+    param = imp.value(node.input[1])
+    emit(imp, node, train.SgdOp, [param, imp.value(node.input[2])], [], {"lr": float_attr(lr)}, outputs=[])
+    imp.bind(node.output[0], param)
+
+
+@converts("AdamOptimizer", domain=MS)
+def convert_adam_optimizer(imp: Any, node: Any) -> None:
+    lr = const_float(imp, node, 0, "learning rate")
+    param, g, m, v = (imp.value(n) for n in node.input[2:6])
+    step = imp.value(node.input[1])
+    if step.type.get_shape() != () or not isinstance(step.type, TensorType):
+        raise Unsupported("the update count must be a scalar")
+    if attr(node, "do_bias_correction", 1) != 1:
+        raise Unsupported("Adam without bias correction is not modelled")
+    op_class = train.AdamWOp if attr(node, "weight_decay_mode", 0) == 1 else train.AdamOp
+    emit(imp, node, op_class, [param, g, m, v, step], [], {
+        "lr": float_attr(lr),
+        "beta1": float_attr(attr(node, "alpha", 0.9)),
+        "beta2": float_attr(attr(node, "beta", 0.999)),
+        "eps": float_attr(attr(node, "epsilon", 1e-8)),
+        "weight_decay": float_attr(attr(node, "lambda", 0.0)),
+    }, outputs=[])
+    for out, value in zip(node.output, [step, m, v, param], strict=False):
+        if out:
+            imp.bind(out, value)
+

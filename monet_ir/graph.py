@@ -1,0 +1,103 @@
+"""Conventions of a MONET training-step function, and small queries on it.
+
+A module holds one `func.func` (the step). Its arguments carry one role attribute each:
+
+| attribute | meaning |
+|---|---|
+| `monet.input = "x"` | a data input of the batch (images, token ids, labels) |
+| `monet.param = "conv1.weight"` (+ `monet.trainable`) | a model parameter or buffer, by ONNX initializer name; persistent |
+| `monet.state = "conv1.weight.exp_avg"` | persistent optimizer state (momentum buffer, Adam moments and step) |
+
+Everything else is an SSA value computed inside the function. Ops carry `node` (the ONNX node
+name) and `phase` properties (see `dialects.base.MonetOp`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, UnitAttr
+from xdsl.ir import Attribute, BlockArgument, Operation
+
+INPUT = "monet.input"
+PARAM = "monet.param"
+STATE = "monet.state"
+TRAINABLE = "monet.trainable"
+ROLES = (INPUT, PARAM, STATE)
+
+
+@dataclass(frozen=True)
+class ArgInfo:
+    """The role of one function argument."""
+
+    index: int
+    role: str  # "input" | "param" | "state" | "" (unannotated)
+    name: str
+    trainable: bool
+
+    @property
+    def persistent(self) -> bool:
+        return self.role in ("param", "state")
+
+
+def arg_attrs(role: str, name: str, trainable: bool = False) -> DictionaryAttr:
+    entries: dict[str, Attribute] = {f"monet.{role}": StringAttr(name)}
+    if trainable:
+        entries[TRAINABLE] = UnitAttr()
+    return DictionaryAttr(entries)
+
+
+def step_function(module: ModuleOp) -> func.FuncOp:
+    """The training-step function of a module: the first `func.func` in it."""
+    for op in module.ops:
+        if isinstance(op, func.FuncOp):
+            return op
+    raise ValueError("the module has no func.func")
+
+
+def arg_infos(fn: func.FuncOp) -> list[ArgInfo]:
+    attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
+    infos = []
+    for i in range(len(fn.body.block.args)):
+        d = attrs[i].data if i < len(attrs) else {}
+        role, name = "", ""
+        for key in ROLES:
+            if key in d:
+                role, name = key.split(".", 1)[1], d[key].data  # type: ignore[union-attr]
+                break
+        infos.append(ArgInfo(i, role, name, TRAINABLE in d))
+    return infos
+
+
+def arg_info(arg: BlockArgument) -> ArgInfo | None:
+    owner = arg.block.parent_op()
+    if not isinstance(owner, func.FuncOp):
+        return None
+    return arg_infos(owner)[arg.index]
+
+
+def set_arg_infos(fn: func.FuncOp, infos: list[ArgInfo]) -> None:
+    from xdsl.dialects.builtin import ArrayAttr
+
+    fn.arg_attrs = ArrayAttr(
+        [arg_attrs(i.role, i.name, i.trainable) if i.role else DictionaryAttr({}) for i in infos]
+    )
+
+
+def op_phase(op: Operation) -> str:
+    get = getattr(op, "get_phase", None)
+    return get() if get is not None else "forward"
+
+
+def op_node(op: Operation) -> str:
+    get = getattr(op, "get_node", None)
+    return get() if get is not None else ""
+
+
+def compute_ops(fn: func.FuncOp) -> Iterator[Operation]:
+    """The ops of the step in program order, without the terminator."""
+    for op in fn.body.block.ops:
+        if not isinstance(op, func.ReturnOp):
+            yield op

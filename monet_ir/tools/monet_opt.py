@@ -1,0 +1,95 @@
+"""`monet-opt`: xDSL's opt driver with MONET's dialects, passes, emitters and an ONNX frontend.
+
+    monet-opt model.onnx -p 'canonicalize' -o out.mlir
+    monet-opt -f onnx --dim batch=32 < model.onnx
+    monet-opt step.mlir --print-op-generic
+
+All of xDSL's flags are kept (`-p`, `-o`, `-t`, `--split-input-file`, `--verify-diagnostics`,
+`--print-op-generic`, ...). Import problems and pass errors print as one line per problem on
+stderr with exit status 1, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import IO
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from monet_ir.registry import all_dialects, all_passes
+
+
+class MonetOptMain(xDSLOptMain):
+    version_format = "monet-opt (xdsl {xdsl_version})"
+
+    def register_all_dialects(self) -> None:
+        for name, factory in all_dialects().items():
+            self.ctx.register_dialect(name, factory)
+
+    def register_all_passes(self) -> None:
+        for name, factory in all_passes().items():
+            self.register_pass(name, factory)
+
+    def register_all_targets(self) -> None:
+        super().register_all_targets()
+        from monet_ir.emit import get_all_emitters
+
+        self.available_targets.update(get_all_emitters())
+
+    def register_all_frontends(self) -> None:
+        super().register_all_frontends()
+        self.available_frontends["onnx"] = self.import_onnx_stream
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--dim",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="pin a symbolic ONNX dimension (e.g. --dim batch=32); repeatable",
+        )
+        arg_parser.add_argument(
+            "--freeze",
+            action="append",
+            default=[],
+            metavar="PARAM",
+            help="import this ONNX parameter as non-trainable; repeatable",
+        )
+
+    def import_onnx_stream(self, stream: IO[bytes]) -> ModuleOp:
+        from monet_ir.frontend.onnx_import import import_onnx
+
+        return import_onnx(
+            stream.read(),
+            dims=parse_dims(self.args.dim),
+            frozen=tuple(self.args.freeze),
+            source_name=self.args.input_file or "<stdin>",
+        )
+
+
+def parse_dims(entries: Sequence[str]) -> dict[str, int]:
+    dims = {}
+    for entry in entries:
+        name, sep, value = entry.partition("=")
+        if not sep or not name or not value.lstrip("-").isdigit() or int(value) <= 0:
+            raise UsageError(f"--dim {entry}: expected NAME=VALUE with a positive integer VALUE")
+        dims[name] = int(value)
+    return dims
+
+
+class UsageError(Exception):
+    pass
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    from monet_ir.errors import run_reporting_errors
+
+    sys.exit(run_reporting_errors("monet-opt", lambda: MonetOptMain(description=__doc__.splitlines()[0], args=args).run()))
+
+
+if __name__ == "__main__":
+    main()
