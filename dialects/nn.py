@@ -1116,7 +1116,7 @@ def constant_data(t: TensorType, raw: bytes) -> DenseIntOrFPElementsAttr | Tenso
     """The value attribute for a constant: readable `dense` when small and finite, else hex data."""
     elem = t.get_element_type()
     count = num_elements(t.get_shape())
-    if count <= CONSTANT_HEX_ABOVE:
+    if count <= CONSTANT_HEX_ABOVE and len(raw) == tensor_storage_bytes(t):
         dense = DenseIntOrFPElementsAttr(t, BytesAttr(raw))
         if isinstance(elem, IntegerType) or all(math.isfinite(v) for v in dense.get_values()):
             return dense

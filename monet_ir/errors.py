@@ -13,11 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 
+class UsageError(Exception):
+    """A command-line option with a value the tool cannot use."""
+
+
 def expected_errors() -> tuple[type[BaseException], ...]:
     from xdsl.utils.exceptions import DiagnosticException, ParseError, PassFailedException, VerifyException
 
     from monet_ir.frontend.onnx_import import OnnxImportError
-    from monet_ir.tools.monet_opt import UsageError
 
     kinds: list[type[BaseException]] = [
         OnnxImportError, DiagnosticException, ParseError, VerifyException, PassFailedException, UsageError,

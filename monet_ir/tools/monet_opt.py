@@ -19,6 +19,7 @@ from typing import IO
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from monet_ir.errors import UsageError
 from monet_ir.registry import all_dialects, all_passes
 
 
@@ -79,10 +80,6 @@ def parse_dims(entries: Sequence[str]) -> dict[str, int]:
             raise UsageError(f"--dim {entry}: expected NAME=VALUE with a positive integer VALUE")
         dims[name] = int(value)
     return dims
-
-
-class UsageError(Exception):
-    pass
 
 
 def main(args: Sequence[str] | None = None) -> None:

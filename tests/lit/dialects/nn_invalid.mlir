@@ -1,0 +1,88 @@
+// RUN: MONET_VERIFY_DIAG
+
+%x = "test.op"() : () -> tensor<1x3x8x8xf32>
+%w = "test.op"() : () -> tensor<4x2x3x3xf32>
+%y = nn.conv %x, %w : (tensor<1x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x6x6xf32>
+// CHECK: nn.conv: input channels 3 != weight channels 2 x group 1
+
+// -----
+
+%x = "test.op"() : () -> tensor<1x3x8x8xf32>
+%w = "test.op"() : () -> tensor<4x3x3x3xf32>
+%y = nn.conv %x, %w {strides = array<i64: 2, 2>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+// CHECK: nn.conv: result has shape [1, 4, 6, 6], expected [1, 4, 3, 3]
+
+// -----
+
+%a = "test.op"() : () -> tensor<4x8xf32>
+%b = "test.op"() : () -> tensor<3xf32>
+%c = nn.add %a, %b : (tensor<4x8xf32>, tensor<3xf32>) -> tensor<4x8xf32>
+// CHECK: nn.add: shapes [[4, 8], [3]] do not broadcast
+
+// -----
+
+%a = "test.op"() : () -> tensor<4x8xf32>
+%b = "test.op"() : () -> tensor<4x8xf16>
+%c = nn.mul %a, %b : (tensor<4x8xf32>, tensor<4x8xf16>) -> tensor<4x8xf32>
+// CHECK: nn.mul: element types differ
+
+// -----
+
+%a = "test.op"() : () -> tensor<4x8xf32>
+%b = "test.op"() : () -> tensor<4x8xf32>
+%c = nn.gemm %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: nn.gemm: contraction sizes differ (8 vs 4)
+
+// -----
+
+%a = "test.op"() : () -> tensor<2x3x4xf32>
+%b = nn.transpose %a {perm = array<i64: 0, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<2x2x3xf32>
+// CHECK: nn.transpose: perm [0, 0, 1] is not a permutation of 3 axes
+
+// -----
+
+%a = "test.op"() : () -> tensor<2x3x4xf32>
+%b = nn.reshape %a : (tensor<2x3x4xf32>) -> tensor<5x5xf32>
+// CHECK: nn.reshape: cannot reshape [2, 3, 4] (24 elements) to [5, 5] (25 elements)
+
+// -----
+
+%a = "test.op"() : () -> tensor<2x3xi64>
+%b = nn.relu %a : tensor<2x3xi64>
+// CHECK: nn.relu: operand must have a float element type, got i64
+
+// -----
+
+%a = "test.op"() : () -> tensor<2x3xf32>
+%b = nn.softmax %a {axis = 2 : i64} : tensor<2x3xf32>
+// CHECK: nn.softmax: axis 2 is out of range for rank 2
+
+// -----
+
+%a = "test.op"() : () -> tensor<1x4x8x8xf32>
+%b = nn.max_pool %a {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x4x8x8xf32>) -> tensor<1x4x3x3xf32>
+// CHECK: nn.max_pool: result has shape [1, 4, 3, 3], expected [1, 4, 4, 4]
+
+// -----
+
+%a = "test.op"() : () -> tensor<2x8xf32>
+%l = "test.op"() : () -> tensor<3xi64>
+%loss = nn.softmax_cross_entropy %a, %l : (tensor<2x8xf32>, tensor<3xi64>) -> tensor<f32>
+// CHECK: nn.softmax_cross_entropy: labels shape [3] does not match scores [2, 8]
+
+// -----
+
+%a = "test.op"() : () -> tensor<2x8xf32>
+%b = nn.relu %a {phase = "sideways"} : tensor<2x8xf32>
+// CHECK: nn.relu: phase must be one of forward, backward, optimizer, recompute, got 'sideways'
+
+// -----
+
+%c = nn.constant #nn.data<tensor<2xf32>, "0x0000803F">
+// CHECK: nn.constant: value holds 4 bytes, tensor<2xf32> needs 8
+
+// -----
+
+%x = "test.op"() : () -> tensor<8x16xf32>
+%a, %b = nn.split %x {axis = 1 : i64} : (tensor<8x16xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>)
+// CHECK: nn.split: result sizes along axis 1 do not add up to 16

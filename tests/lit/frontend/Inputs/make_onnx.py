@@ -1,0 +1,38 @@
+"""Writes small ONNX models for the frontend lit tests: make_onnx.py KIND OUT.onnx"""
+
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+
+F = TensorProto.FLOAT
+
+
+def mlp():
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "fc1.weight"),
+             numpy_helper.from_array(np.zeros(16, np.float32), "fc1.bias"),
+             numpy_helper.from_array(rng.standard_normal((4, 16)).astype(np.float32), "fc2.weight")]
+    nodes = [helper.make_node("Gemm", ["x", "fc1.weight", "fc1.bias"], ["h"], name="/fc1/Gemm", transB=1),
+             helper.make_node("Relu", ["h"], ["r"], name="/Relu"),
+             helper.make_node("MatMul", ["r", "fc2.weight_t"], ["logits"], name="/fc2/MatMul"),
+             helper.make_node("Transpose", ["fc2.weight"], ["fc2.weight_t"], name="/fc2/Transpose", perm=[1, 0])]
+    nodes = [nodes[0], nodes[1], nodes[3], nodes[2]]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", F, ["batch", 8])],
+                              [helper.make_tensor_value_info("logits", F, ["batch", 4])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def unsupported():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="/relu"),
+             helper.make_node("Round", ["a"], ["b"], name="/round"),
+             helper.make_node("Det", ["b"], ["c"], name="/det")]
+    graph = helper.make_graph(nodes, "bad", [helper.make_tensor_value_info("x", F, [3, 3])],
+                              [helper.make_tensor_value_info("c", F, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+if __name__ == "__main__":
+    kind, out = sys.argv[1], sys.argv[2]
+    model = {"mlp": mlp, "unsupported": unsupported}[kind]()
+    save(model, out)

@@ -1,0 +1,152 @@
+"""Tiny ONNX models built with onnx.helper, one per operator variant, for importer tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+BOOL = TensorProto.BOOL
+
+
+@dataclass
+class Case:
+    """One single-node model: inputs (name, elem, shape), constant inputs, expected MONET op."""
+
+    op_type: str
+    inputs: list[tuple[str, int, list[int]]]
+    output_shape: list[int] | None
+    expect: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+    consts: dict[str, np.ndarray] = field(default_factory=dict)
+    domain: str = ""
+    output_elem: int = F
+    n_outputs: int = 1
+    opset: int = 17
+
+    def model(self) -> onnx.ModelProto:
+        names = [n for n, _, _ in self.inputs] + list(self.consts)
+        outs = [f"y{i}" for i in range(self.n_outputs)]
+        node = helper.make_node(self.op_type, names, outs, name=f"/{self.op_type}", domain=self.domain, **self.attrs)
+        graph_inputs = [helper.make_tensor_value_info(n, e, s) for n, e, s in self.inputs]
+        inits = [numpy_helper.from_array(v, k) for k, v in self.consts.items()]
+        shape = self.output_shape
+        outputs = [helper.make_tensor_value_info(outs[0], self.output_elem, shape)]
+        graph = helper.make_graph([node], f"case_{self.op_type}", graph_inputs, outputs, inits)
+        opsets = [helper.make_opsetid("", self.opset)]
+        if self.domain:
+            opsets.append(helper.make_opsetid(self.domain, 1))
+        return helper.make_model(graph, opset_imports=opsets, ir_version=8)
+
+
+def i64(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
+CASES: list[Case] = [
+    Case("Conv", [("x", F, [1, 3, 8, 8]), ("w", F, [4, 3, 3, 3])], [1, 4, 8, 8], "nn.conv", {"pads": [1, 1, 1, 1]}),
+    Case("Conv", [("x", F, [1, 4, 9, 9]), ("w", F, [4, 1, 3, 3])], [1, 4, 5, 5], "nn.conv",
+         {"group": 4, "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    Case("Conv", [("x", F, [1, 2, 10, 10]), ("w", F, [4, 2, 3, 3]), ("b", F, [4])], [1, 4, 6, 6], "nn.conv",
+         {"dilations": [2, 2]}),
+    Case("ConvTranspose", [("x", F, [1, 4, 4, 4]), ("w", F, [4, 2, 3, 3])], [1, 2, 8, 8], "nn.conv_transpose",
+         {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+    Case("Gemm", [("a", F, [8, 4]), ("b", F, [6, 8]), ("c", F, [6])], [4, 6], "nn.gemm",
+         {"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0}),
+    Case("MatMul", [("a", F, [2, 1, 4, 8]), ("b", F, [3, 8, 5])], [2, 3, 4, 5], "nn.matmul"),
+    Case("BatchNormalization", [("x", F, [2, 3, 4, 4]), ("s", F, [3]), ("b", F, [3]), ("m", F, [3]), ("v", F, [3])],
+         [2, 3, 4, 4], "nn.batch_norm", {"training_mode": 1}),
+    Case("BatchNormalization", [("x", F, [2, 3, 4, 4]), ("s", F, [3]), ("b", F, [3]), ("m", F, [3]), ("v", F, [3])],
+         [2, 3, 4, 4], "nn.batch_norm"),
+    Case("LayerNormalization", [("x", F, [2, 5, 8]), ("s", F, [8]), ("b", F, [8])], [2, 5, 8], "nn.layer_norm",
+         {"axis": -1, "epsilon": 1e-5}),
+    Case("Relu", [("x", F, [2, 3])], [2, 3], "nn.relu"),
+    Case("LeakyRelu", [("x", F, [2, 3])], [2, 3], "nn.leaky_relu", {"alpha": 0.1}),
+    Case("Clip", [("x", F, [2, 3])], [2, 3], "nn.clip", consts={"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}),
+    Case("Sigmoid", [("x", F, [2, 3])], [2, 3], "nn.sigmoid"),
+    Case("HardSigmoid", [("x", F, [2, 3])], [2, 3], "nn.hard_sigmoid"),
+    Case("HardSwish", [("x", F, [2, 3])], [2, 3], "nn.hard_swish"),
+    Case("Tanh", [("x", F, [2, 3])], [2, 3], "nn.tanh"),
+    Case("Erf", [("x", F, [2, 3])], [2, 3], "nn.erf"),
+    Case("Gelu", [("x", F, [2, 3])], [2, 3], "nn.gelu", {"approximate": "tanh"}, opset=20),
+    Case("Softmax", [("x", F, [2, 3, 5])], [2, 3, 5], "nn.softmax", {"axis": -1}),
+    Case("LogSoftmax", [("x", F, [2, 5])], [2, 5], "nn.log_softmax", {"axis": 1}),
+    Case("MaxPool", [("x", F, [1, 2, 7, 7])], [1, 2, 4, 4], "nn.max_pool",
+         {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    Case("MaxPool", [("x", F, [1, 2, 6, 6])], [1, 2, 3, 3], "nn.max_pool",
+         {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    Case("AveragePool", [("x", F, [1, 2, 6, 6])], [1, 2, 3, 3], "nn.avg_pool",
+         {"kernel_shape": [2, 2], "strides": [2, 2], "count_include_pad": 1}),
+    Case("GlobalAveragePool", [("x", F, [1, 2, 6, 6])], [1, 2, 1, 1], "nn.global_avg_pool"),
+    Case("ReduceMean", [("x", F, [2, 3, 4])], [2, 1, 4], "nn.reduce_mean", {"axes": [1]}),
+    Case("ReduceSum", [("x", F, [2, 3, 4])], [2, 4], "nn.reduce_sum", {"keepdims": 0}, consts={"axes": i64(1)}),
+    Case("Add", [("a", F, [2, 3]), ("b", F, [3])], [2, 3], "nn.add"),
+    Case("Sub", [("a", F, [2, 3]), ("b", F, [2, 1])], [2, 3], "nn.sub"),
+    Case("Mul", [("a", F, [2, 3]), ("b", F, [])], [2, 3], "nn.mul"),
+    Case("Div", [("a", F, [2, 3]), ("b", F, [2, 3])], [2, 3], "nn.div"),
+    Case("Pow", [("a", F, [2, 3]), ("b", F, [])], [2, 3], "nn.pow"),
+    Case("Sqrt", [("x", F, [2, 3])], [2, 3], "nn.sqrt"),
+    Case("Neg", [("x", F, [2, 3])], [2, 3], "nn.neg"),
+    Case("Exp", [("x", F, [2, 3])], [2, 3], "nn.exp"),
+    Case("Log", [("x", F, [2, 3])], [2, 3], "nn.log"),
+    Case("Reshape", [("x", F, [2, 3, 4])], [6, 4], "nn.reshape", consts={"shape": i64(-1, 4)}),
+    Case("Flatten", [("x", F, [2, 3, 4])], [2, 12], "nn.reshape", {"axis": 1}),
+    Case("Transpose", [("x", F, [2, 3, 4])], [4, 2, 3], "nn.transpose", {"perm": [2, 0, 1]}),
+    Case("Squeeze", [("x", F, [2, 1, 4])], [2, 4], "nn.reshape", consts={"axes": i64(1)}),
+    Case("Unsqueeze", [("x", F, [2, 4])], [2, 1, 4], "nn.reshape", consts={"axes": i64(1)}),
+    Case("Concat", [("a", F, [2, 3]), ("b", F, [2, 5])], [2, 8], "nn.concat", {"axis": 1}),
+    Case("Split", [("x", F, [2, 8])], None, "nn.split", {"axis": 1}, consts={"split": i64(3, 5)}, n_outputs=2),
+    Case("Slice", [("x", F, [4, 8])], [4, 3], "nn.slice",
+         consts={"starts": i64(1), "ends": i64(7), "axes": i64(1), "steps": i64(2)}),
+    Case("Gather", [("x", F, [10, 4]), ("i", I64, [2, 3])], [2, 3, 4], "nn.gather", {"axis": 0}),
+    Case("Expand", [("x", F, [1, 4])], [3, 4], "nn.expand", consts={"shape": i64(3, 4)}),
+    Case("Where", [("c", BOOL, [2, 3]), ("a", F, [2, 3]), ("b", F, [])], [2, 3], "nn.where"),
+    Case("Equal", [("a", I64, [2, 3]), ("b", I64, [2, 3])], [2, 3], "nn.equal", output_elem=BOOL),
+    Case("And", [("a", BOOL, [2, 3]), ("b", BOOL, [2, 3])], [2, 3], "nn.and", output_elem=BOOL),
+    Case("Not", [("a", BOOL, [2, 3])], [2, 3], "nn.not", output_elem=BOOL),
+    Case("Cast", [("a", BOOL, [2, 3])], [2, 3], "nn.cast", {"to": F}),
+    Case("Identity", [("x", F, [2, 3])], [2, 3], "func.return"),
+    Case("Dropout", [("x", F, [2, 3])], [2, 3], "nn.dropout",
+         consts={"ratio": np.array(0.1, np.float32), "training": np.array(True)}, n_outputs=2),
+    Case("Pad", [("x", F, [1, 2, 4, 4])], [1, 2, 6, 6], "nn.pad", {"mode": "constant"},
+         consts={"pads": i64(0, 0, 1, 1, 0, 0, 1, 1)}),
+    Case("Sum", [("a", F, [2, 3]), ("b", F, [2, 3]), ("c", F, [3])], [2, 3], "nn.sum"),
+    Case("SoftmaxCrossEntropyLoss", [("s", F, [4, 10]), ("l", I64, [4])], [], "nn.softmax_cross_entropy",
+         {"reduction": "mean"}),
+    Case("ReluGrad", [("dy", F, [2, 3]), ("x", F, [2, 3])], [2, 3], "grad.relu", domain="com.microsoft"),
+    Case("GeluGrad", [("dy", F, [2, 3]), ("x", F, [2, 3])], [2, 3], "grad.gelu", domain="com.microsoft"),
+    Case("FastGeluGrad", [("dy", F, [2, 3]), ("x", F, [2, 3])], [2, 3], "grad.gelu", domain="com.microsoft"),
+    Case("SoftmaxGrad_13", [("dy", F, [2, 3]), ("y", F, [2, 3])], [2, 3], "grad.softmax", {"axis": -1},
+         domain="com.microsoft"),
+    Case("SoftmaxCrossEntropyLossGrad", [("dl", F, []), ("lp", F, [4, 10]), ("l", I64, [4])], [4, 10],
+         "grad.softmax_cross_entropy", domain="com.microsoft"),
+    Case("AveragePoolGrad", [("dy", F, [1, 2, 2, 2])], [1, 2, 4, 4], "grad.avg_pool",
+         {"kernel_shape": [2, 2], "strides": [2, 2]}, domain="com.microsoft"),
+    Case("ConvGrad", [("dy", F, [1, 4, 8, 8]), ("x", F, [1, 3, 8, 8]), ("w", F, [4, 3, 3, 3])], [1, 3, 8, 8],
+         "grad.conv_weight", {"pads": [1, 1, 1, 1], "strides": [1, 1], "dilations": [1, 1], "group": 1},
+         domain="com.microsoft", n_outputs=2),
+    Case("FusedMatMul", [("a", F, [4, 8]), ("b", F, [6, 8])], [4, 6], "nn.matmul", {"transB": 1, "alpha": 2.0},
+         domain="com.microsoft"),
+    Case("LayerNormalizationGrad", [("dy", F, [2, 8]), ("x", F, [2, 8]), ("s", F, [8])], [2, 8], "grad.layer_norm",
+         {"axis": -1}, domain="com.microsoft", n_outputs=3),
+    Case("GatherGrad", [("i", I64, [2, 3]), ("dy", F, [2, 3, 4])], [10, 4], "grad.gather", {"axis": 0},
+         consts={}, domain="com.microsoft"),
+]
+
+
+def gather_grad_model() -> onnx.ModelProto:
+    """GatherGrad takes the data shape as its first input, which must be a constant."""
+    node = helper.make_node("GatherGrad", ["shape", "i", "dy"], ["y0"], name="/GatherGrad", domain="com.microsoft", axis=0)
+    graph = helper.make_graph(
+        [node], "gather_grad",
+        [helper.make_tensor_value_info("i", I64, [2, 3]), helper.make_tensor_value_info("dy", F, [2, 3, 4])],
+        [helper.make_tensor_value_info("y0", F, [10, 4])],
+        [numpy_helper.from_array(i64(10, 4), "shape")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=8)
