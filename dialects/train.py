@@ -114,8 +114,8 @@ class AdamLikeOp(OptimizerOp):
         expect_shape(self, "exp_avg", shape_of(self.exp_avg.type), p)
         expect_shape(self, "exp_avg_sq", shape_of(self.exp_avg_sq.type), p)
         expect_shape(self, "step", shape_of(self.step.type), ())
-        for what, beta in (("beta1", self.beta1), ("beta2", self.beta2)):
-            expect(0.0 <= float_of(beta, 0.9) < 1.0, self, f"{what} must be in [0, 1)")
+        for what, beta, default in (("beta1", self.beta1, 0.9), ("beta2", self.beta2, 0.999)):
+            expect(0.0 <= float_of(beta, default) < 1.0, self, f"{what} must be in [0, 1)")
 
 
 @irdl_op_definition

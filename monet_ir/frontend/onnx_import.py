@@ -468,8 +468,17 @@ class OnnxImporter:
     def bind(self, name: str, value: SSAValue) -> None:
         if not name:
             return
-        value.name_hint = ssa_name(name)
+        if value.name_hint is None:  # an alias (Identity, no-op Reshape) keeps its first name
+            value.name_hint = ssa_name(name)
         self.values[name] = Tensor(value.type if isinstance(value.type, TensorType) else None, ssa=value)
+
+    def add_state_argument(self, name: str, t: TensorType) -> SSAValue:
+        """A persistent optimizer-state argument discovered while converting nodes."""
+        arg = self.block.insert_arg(t, len(self.block.args))
+        arg.name_hint = ssa_name(name)
+        self.arg_attr_list.append(graph.arg_attrs("state", name))
+        self.values[name] = Tensor(t, ssa=arg)
+        return arg
 
     # ------------------------------------------------------------------ function
 

@@ -171,14 +171,12 @@ class FusedNode:
     weight_decay: float = 0.0
 
     def emit(self, imp: Any) -> None:
-        import numpy as np
-
         from dialects.base import float_attr
         from dialects.train import AdamOp
         from xdsl.dialects.builtin import TensorType, f32
 
-        # ORT's decomposed form keeps no step count; a unit step is materialized for the op
-        step = imp.materialize(f"{self.param}.step", np.array(1.0, np.float32), TensorType(f32, []))
+        # ORT's decomposed form keeps no step count; our op's step becomes persistent state
+        step = imp.add_state_argument(f"{self.param}.step", TensorType(f32, []))
         operands = [imp.value(n) for n in (self.param, self.grad, self.exp_avg, self.exp_avg_sq)] + [step]
         op = AdamOp.build(operands=operands, properties={
             "lr": float_attr(self.lr), "beta1": float_attr(self.beta1), "beta2": float_attr(self.beta2),

@@ -88,6 +88,10 @@ class RunResult:
     values: dict[SSAValue, np.ndarray] | None = None
 
 
+# Arrays of nn.constant results are read-only views of the attribute's bytes; so is an output
+# that is a constant. Copy before writing into one.
+
+
 def impl(*op_classes: type[Operation]) -> Callable[[Impl], Impl]:
     """Register the decorated function as the implementation of the given op classes."""
 
@@ -123,19 +127,19 @@ def run_function(fn: func.FuncOp, args: Sequence[np.ndarray], *, keep_values: bo
             break
         run = IMPLS.get(type(op))
         if run is None:
-            raise InterpreterError(f"{_where(op)}: no numpy implementation for '{op.name}'")
+            raise InterpreterError(f"{_describe(op)}: no numpy implementation for '{op.name}'")
         try:
             produced = run(op, env)
         except InterpreterError:
             raise
         except Exception as e:  # a kernel rejected the operands
-            raise InterpreterError(f"{_where(op)}: {type(e).__name__}: {e}") from e
+            raise InterpreterError(f"{_describe(op)}: {type(e).__name__}: {e}") from e
         results = op.results
         if results:
             if len(results) == 1:
                 produced = (produced,)
             elif len(produced) != len(results):
-                raise InterpreterError(f"{_where(op)}: produced {len(produced)} values for {len(results)} results")
+                raise InterpreterError(f"{_describe(op)}: produced {len(produced)} values for {len(results)} results")
             for i, (res, value) in enumerate(zip(results, produced)):
                 value = _conform(op, i, res.type, value)
                 if _aliases(value, op, env):
@@ -149,7 +153,7 @@ def run_function(fn: func.FuncOp, args: Sequence[np.ndarray], *, keep_values: bo
     return RunResult(outputs, kept)
 
 
-def _where(op: Operation) -> str:
+def _describe(op: Operation) -> str:
     node = op.get_node() if hasattr(op, "get_node") else ""
     return f"{op.name} (node '{node}')" if node else op.name
 
@@ -202,7 +206,7 @@ def _conform(op: Operation, index: int, t: Attribute, value: Any) -> np.ndarray:
         value = np.asarray(value)
     if value.shape != shape:
         raise InterpreterError(
-            f"{_where(op)}: result {index} has shape {list(value.shape)}, its type says {list(shape)}"
+            f"{_describe(op)}: result {index} has shape {list(value.shape)}, its type says {list(shape)}"
         )
     if value.dtype != dtype:
         value = value.astype(dtype)
@@ -650,7 +654,7 @@ def _matmul_rhs_grad(op: G.MatMulRhsGradOp, env: Env) -> np.ndarray:
 def _batch_norm_grad(op: G.BatchNormGradOp, env: Env) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not bool_of(op.training, True):
         raise InterpreterError(
-            f"{_where(op)}: training = false (inference-mode statistics) is not modelled: the op "
+            f"{_describe(op)}: training = false (inference-mode statistics) is not modelled: the op "
             "has no running mean/var operands")
     x, scale = env[op.input], env[op.scale]
     _, mean, invstd = K.batch_norm_train(x, scale, np.zeros_like(scale), epsilon=float_of(op.epsilon, 1e-5))
@@ -735,7 +739,7 @@ def _write(op: Operation, operand: SSAValue, env: Env, new: np.ndarray) -> None:
     target = env[operand]
     if not target.flags.writeable:
         raise InterpreterError(
-            f"{_where(op)}: updates operand {operand.index} in place, but its value is read-only "
+            f"{_describe(op)}: updates operand {operand.index} in place, but its value is read-only "
             "(an nn.constant?)")
     target[...] = new
 

@@ -70,3 +70,12 @@ def test_ort_training_graph_maps_onto_our_ops(shared_models):
     phases = Counter(op.get_phase() for op in module.walk() if hasattr(op, "get_phase"))
     assert set(phases) == {"forward", "backward", "optimizer"}
     assert phases["optimizer"] == 21
+    from monet_ir.graph import arg_infos, step_function
+
+    infos = arg_infos(step_function(module))
+    steps = [i.name for i in infos if i.role == "state" and i.name.endswith(".step")]
+    assert len(steps) == 21  # each collapsed Adam update gets its own persistent step counter
+    for op in module.walk():
+        if op.name == "train.adam":
+            assert arg_infos(step_function(module))[op.step.index].name == op.param.name_hint.replace("_", ".") + ".step" \
+                or op.step.name_hint.endswith("step")
