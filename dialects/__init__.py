@@ -3,6 +3,7 @@
 - `nn`: forward tensor ops (ONNX semantics, static shapes).
 - `grad`: backward ops (autodiff, ONNX Runtime gradient ops).
 - `train`: optimizer steps and in-place updates of persistent state.
+- `hw`: cost and schedule attributes (`#hw.cost`, `#hw.sched`).
 """
 
 from collections.abc import Callable
@@ -28,6 +29,12 @@ def _train() -> Dialect:
     return TRAIN
 
 
+def _hw() -> Dialect:
+    from dialects.hw import HW
+
+    return HW
+
+
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     """Our dialects by name, each behind a factory so that loading one is paid only when used."""
-    return {"nn": _nn, "grad": _grad, "train": _train}
+    return {"nn": _nn, "grad": _grad, "train": _train, "hw": _hw}

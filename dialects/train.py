@@ -26,7 +26,7 @@ from xdsl.traits import MemoryWriteEffect
 
 from typing import ClassVar
 
-from dialects.base import MonetOp, expect, expect_shape, float_of, shape_of
+from dialects.base import MonetOp, elem_of, expect, expect_shape, float_of, is_float_type, shape_of
 
 
 class OptimizerOp(MonetOp):
@@ -39,6 +39,7 @@ class OptimizerOp(MonetOp):
     DEFAULT_PHASE: ClassVar[str] = "optimizer"
     lr = prop_def(FloatAttr)
     weight_decay = opt_prop_def(FloatAttr)
+    """Absent means 0 for every kind (`insert-optimizer` writes AdamW's PyTorch default, 0.01)."""
 
     def state_operands(self) -> tuple:
         """The persistent optimizer-state operands (besides the parameter)."""
@@ -88,6 +89,7 @@ class MomentumOp(OptimizerOp):
     def verify_semantics(self) -> None:
         super().verify_semantics()
         expect_shape(self, "velocity", shape_of(self.velocity.type), shape_of(self.param.type))
+        expect(float_of(self.momentum, 0.0) >= 0.0, self, "momentum must be non-negative")
 
 
 class AdamLikeOp(OptimizerOp):
@@ -116,6 +118,11 @@ class AdamLikeOp(OptimizerOp):
         expect_shape(self, "step", shape_of(self.step.type), ())
         for what, beta, default in (("beta1", self.beta1, 0.9), ("beta2", self.beta2, 0.999)):
             expect(0.0 <= float_of(beta, default) < 1.0, self, f"{what} must be in [0, 1)")
+        expect(float_of(self.eps, 1e-8) >= 0.0, self, "eps must be non-negative")
+        expect(is_float_type(self.step.type), self, "step must be a float scalar (PyTorch keeps it as float32)")
+        for what, state in (("exp_avg", self.exp_avg), ("exp_avg_sq", self.exp_avg_sq)):
+            expect(elem_of(state.type) == elem_of(self.param.type), self,
+                   f"{what} element type {elem_of(state.type)} differs from the parameter's")
 
 
 @irdl_op_definition

@@ -25,10 +25,28 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     kinds: list[type[BaseException]] = [
         OnnxImportError, DiagnosticException, ParseError, VerifyException, PassFailedException, UsageError,
     ]
-    try:
-        from xdsl.utils.exceptions import PassPipelineParseError
+    for name in ("PassPipelineParseError", "ArgSpecParseError"):
+        import xdsl.utils.exceptions as xdsl_errors
 
-        kinds.append(PassPipelineParseError)
+        if hasattr(xdsl_errors, name):
+            kinds.append(getattr(xdsl_errors, name))
+    try:
+        from monet_ir.interp.numpy_impl import InterpreterError
+
+        kinds.append(InterpreterError)
+    except ImportError:
+        pass
+    try:
+        from monet_ir.schedule.mapping import MappingError
+        from monet_ir.schedule.scheduler import ScheduleError
+
+        kinds += [MappingError, ScheduleError]
+    except ImportError:
+        pass
+    try:
+        from monet_ir.cost import CostError
+
+        kinds.append(CostError)
     except ImportError:
         pass
     try:
@@ -54,7 +72,12 @@ def one_line_messages(error: BaseException) -> list[str]:
         message = lines[-1].strip() if lines else text
         return [f"{location} {message}".strip()]
     lines = [line for line in text.splitlines() if line.strip()]
-    return [lines[0] if lines else type(error).__name__]
+    if not lines:
+        return [type(error).__name__]
+    if lines[0].rstrip().endswith(":") and len(lines) > 1:
+        # xDSL's spec errors put the reason on the last line, under a caret
+        return [f"{lines[0].rstrip()} {lines[-1].strip()} in '{lines[-3].strip() if len(lines) >= 3 else ''}'"]
+    return [lines[0]]
 
 
 def run_reporting_errors(tool: str, work: Callable[[], Any]) -> int:

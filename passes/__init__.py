@@ -9,5 +9,34 @@ from collections.abc import Callable
 from xdsl.passes import ModulePass
 
 
+def _autodiff() -> type[ModulePass]:
+    from passes.autodiff import AutodiffPass
+
+    return AutodiffPass
+
+
+def _insert_optimizer() -> type[ModulePass]:
+    from passes.insert_optimizer import InsertOptimizerPass
+
+    return InsertOptimizerPass
+
+
+def _annotate_cost() -> type[ModulePass]:
+    from passes.annotate_cost import AnnotateCostPass
+
+    return AnnotateCostPass
+
+
+def _schedule() -> type[ModulePass]:
+    from passes.schedule import SchedulePass
+
+    return SchedulePass
+
+
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    return {}
+    return {
+        "autodiff": _autodiff,
+        "insert-optimizer": _insert_optimizer,
+        "annotate-cost": _annotate_cost,
+        "schedule": _schedule,
+    }

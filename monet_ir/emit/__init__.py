@@ -3,5 +3,13 @@
 from collections.abc import Callable
 
 
+def _monet_report() -> type:
+    from monet_ir.emit.report import MonetReportTarget
+
+    return MonetReportTarget
+
+
 def get_all_emitters() -> dict[str, Callable[[], type]]:
-    return {}
+    return {
+        "monet-report": _monet_report,
+    }

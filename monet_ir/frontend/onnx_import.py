@@ -76,11 +76,19 @@ def import_onnx(
     function_name: str = "main",
     frozen: tuple[str, ...] = (),
     source_name: str | None = None,
+    value_names: dict[str, SSAValue] | None = None,
 ) -> ModuleOp:
-    """Import an ONNX file (a path, its bytes or a binary stream) as a verified MONET module."""
+    """Import an ONNX file (a path, its bytes or a binary stream) as a verified MONET module.
+
+    `value_names`, when given, is filled with the SSA value of every ONNX tensor name that has
+    one (aliases such as an Identity's output share their input's value)."""
     options = ImportOptions(dict(dims or {}), function_name, tuple(frozen))
     name, model, base_dir = _load(source, source_name)
-    return OnnxImporter(model, name, base_dir, options).run()
+    importer = OnnxImporter(model, name, base_dir, options)
+    module = importer.run()
+    if value_names is not None:
+        value_names.update({n: t.ssa for n, t in importer.values.items() if t.ssa is not None})
+    return module
 
 
 def _load(source: Any, source_name: str | None) -> tuple[str, Any, str | None]:
@@ -129,6 +137,7 @@ class OnnxImporter:
         self.block = Block()
         self.type_cache: dict[tuple, TensorType] = {}
         self.constants: dict[tuple, SSAValue] = {}
+        self.maybe_dead: set[Operation] = set()  # ops whose uses a converter may have bypassed
         self.opset = 17
         from monet_ir.frontend import ort_training
 
@@ -219,10 +228,10 @@ class OnnxImporter:
         import onnx
 
         model = self.model
-        # Shapes of non-standard (ONNX Runtime) ops come from our own rules; re-running the
-        # inference after adding them propagates through the standard ops that follow.
         from monet_ir.frontend import ort_training
 
+        # Shapes of ONNX Runtime ops, and of standard ops ONNX leaves unshaped, come from our
+        # own rules; re-running the inference propagates them through the ops that follow.
         for _ in range(8):
             try:
                 model = onnx.shape_inference.infer_shapes(model, data_prop=True)
@@ -493,6 +502,9 @@ class OnnxImporter:
                 self.problem(None, f"graph output '{out.name}': {e}")
         self._fail_if_problems()
         self.block.add_op(func.ReturnOp(*outputs))
+        for op in self.maybe_dead:
+            if not any(r.uses for r in op.results):
+                self.block.erase_op(op)
         fn = func.FuncOp(
             self.options.function_name,
             ([a.type for a in self.block.args], [o.type for o in outputs]),

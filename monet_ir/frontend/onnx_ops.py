@@ -338,7 +338,29 @@ def convert_gemm(imp: Any, node: Any) -> None:
 
 @converts("MatMul")
 def convert_matmul(imp: Any, node: Any) -> None:
-    emit(imp, node, nn.MatMulOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node))
+    # PyTorch exports Linear on 3-D inputs as Transpose(W) -> MatMul; the transpose is a view
+    # there, and folding it into the product's trans flag keeps it one here (no copy of the
+    # weight is computed, saved for backward or costed)
+    lhs, trans_a = untransposed(imp, node.input[0])
+    rhs, trans_b = untransposed(imp, node.input[1])
+    emit(imp, node, nn.MatMulOp, [lhs, rhs], same_type(imp, node), {
+        "trans_a": bool_attr(True) if trans_a else None,
+        "trans_b": bool_attr(True) if trans_b else None,
+    })
+
+
+def untransposed(imp: Any, name: str) -> tuple[SSAValue, bool]:
+    """The value of `name`, or the input of the nn.transpose that produced it when that
+    transpose only swaps the last two axes (then the product reads it transposed)."""
+    value = imp.value(name)
+    op = value.owner
+    if isinstance(op, nn.TransposeOp):
+        perm = list(op.perm.get_values())
+        rank = len(perm)
+        if rank >= 2 and perm == [*range(rank - 2), rank - 1, rank - 2]:
+            imp.maybe_dead.add(op)
+            return op.input, True
+    return value, False
 
 
 @converts("FusedMatMul", domain="com.microsoft")

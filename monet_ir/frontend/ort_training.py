@@ -97,6 +97,11 @@ def _primal_producer(gradient: str, producers: dict[str, Any], fallback: str) ->
     return (producer.name or fallback) if producer is not None else fallback
 
 
+# Standard ops whose first output has the first input's shape and type; ONNX shape inference
+# leaves some of them unshaped (BatchNormalization in training mode).
+SHAPE_PRESERVING = {"BatchNormalization", "LayerNormalization", "Dropout", "Identity"}
+
+
 def add_missing_shapes(graph: Any) -> int:
     """Add value_info for outputs of ORT ops whose shapes ONNX inference leaves unknown.
 
@@ -112,7 +117,7 @@ def add_missing_shapes(graph: Any) -> int:
                   for t in graph.initializer})
     added = 0
     for node in graph.node:
-        if node.domain != "com.microsoft":
+        if node.domain not in ("com.microsoft",) and not (node.domain in ("", "ai.onnx") and node.op_type in SHAPE_PRESERVING):
             continue
         for i, out in enumerate(node.output):
             if not out or out in known:
@@ -130,6 +135,8 @@ def add_missing_shapes(graph: Any) -> int:
 
 def _shape_source(node: Any, output_index: int, known: dict[str, Any]) -> Any:
     out = node.output[output_index]
+    if node.op_type in SHAPE_PRESERVING and node.domain in ("", "ai.onnx"):
+        return known.get(node.input[0]) if output_index == 0 else None
     if out.endswith("_grad") and out[: -len("_grad")] in known:
         return known[out[: -len("_grad")]]
     mirrors = {  # op type -> input index whose shape the output has

@@ -1,0 +1,8 @@
+"""Analyses of a training-step function (no IR changes except `mark_saved`'s attribute).
+
+- `monet_ir.analysis.saved`: which forward values the backward pass reads (saved activations,
+  inputs and parameters), their bytes, and the `monet.saved` marks.
+- `monet_ir.analysis.accounting`: FLOPs per phase and per op, op counts, memory by category.
+
+Import the submodules directly; this package imports nothing eagerly.
+"""

@@ -1,0 +1,1098 @@
+"""Analytical cost of a loop nest on a MAC-array core, after ZigZag's cost model (notes §2(f)).
+
+Pipeline for one (LoopNestSig, Core):
+
+1. Roles.  The output tensor lives in the core's ``O`` memories (partial sums accumulate there);
+   of the two inputs, the forward weight W (or, for the weight gradient, dY) takes the ``W``
+   memories and the other the ``I`` memories.  The core's dataflow, written for the forward
+   nest, is translated by role: an unrolled loop keeps its relevance pattern across the three
+   memory roles (e.g. forward K, relevant to the W- and O-role tensors, becomes C for the input
+   gradient, where C is relevant to W and to the output dX).
+2. Spatial mapping.  Each unrolling is clipped to the array and the loop size and made a
+   divisor ("greedy" fractional unrolling: a loop of N on u units runs ceil(N/u) times, energy
+   counts N/ceil(N/u) units, latency the integer part), and limited by the bandwidth and
+   capacity of the innermost memories, as ZigZag does.  Per tensor, an unrolled loop belongs to
+   the lowest memory level serving its array dimension (ZigZag `served_dimensions`).
+3. Off-chip.  Tensors larger than their top on-chip memory (or that do not fit together in a
+   shared one) get the DRAM as an extra top level (Stream's "too large operands").
+4. Temporal mapping.  The remaining loop sizes are split into prime factors (merged down to
+   `LPF_LIMIT` factors); candidate loop orders are allocated bottom-up to the memories as LOMA
+   does (each level takes the innermost loops that fit and minimize accesses to the level above).
+5. Evaluation per candidate: data held per level, accesses per level and direction in words of
+   the port width, energy = MACs x MAC energy + sum(accesses x access energy), and latency =
+   ideal temporal cycles + stall (per port: transfer cycles vs. the allowed window, double
+   buffering when the data uses <= half of a memory) + on-loading + off-loading.
+6. The candidate with the lowest latency (then energy) wins, like ZigZag's latency optimizer.
+
+Everything is plain Python on tuples; no IR and no numpy.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+
+from targets.model import Core, MemoryLevel, Port
+
+from .signature import PARTIAL_DIMS, RELEVANT_DIMS, LoopNestSig
+
+ROLES = ("W", "I", "O")
+LPF_LIMIT = 6
+MAX_ORDERINGS = 720
+
+
+# --------------------------------------------------------------------------- tensors
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of the nest bound to a memory role."""
+
+    name: str  # W, I or O: which tensor of the forward nest
+    role: str  # W, I or O: which memories hold it
+    is_output: bool
+    relevant: frozenset
+    partial: tuple  # ((out_dim, filter_dim, stride, dilation, full_extent), ...)
+    irrelevant: frozenset
+    bits: int  # stored width of inputs, final width of the output
+    psum_bits: int
+    partial_of: frozenset = frozenset()  # dims of the partially relevant window pairs
+
+
+def tensor_infos(sig: LoopNestSig) -> dict[str, TensorInfo]:
+    """Tensors keyed by role."""
+    dims = sig.dims
+    iy, ix = sig.input_extent
+    partial_i = (
+        ("OY", "FY", sig.stride[0], sig.dilation[0], iy),
+        ("OX", "FX", sig.stride[1], sig.dilation[1], ix),
+    )
+    out = sig.output_operand
+    inputs = sig.input_tensors
+    # The forward weight keeps the weight memories when it is an input; for the weight gradient
+    # dY (forward O) takes them, being the operand reused across the array's first dimension.
+    w_role = "W" if "W" in inputs else "O"
+    i_role = next(t for t in inputs if t != w_role)
+    binding = {"O": out, "W": w_role, "I": i_role}
+    infos = {}
+    for role, tensor in binding.items():
+        relevant = set(RELEVANT_DIMS[tensor])
+        partial = partial_i if tensor == "I" else ()
+        partial_dims = {d for p in partial for d in p[:2]}
+        irrelevant = frozenset(d for d in dims if d not in relevant and d not in partial_dims)
+        infos[role] = TensorInfo(
+            name=tensor,
+            role=role,
+            is_output=role == "O",
+            relevant=frozenset(relevant),
+            partial=partial,
+            irrelevant=irrelevant,
+            bits=sig.final_bits(tensor),
+            psum_bits=sig.psum_bits,
+            partial_of=frozenset(partial_dims),
+        )
+    return infos
+
+
+def pr_extent(a: int, b: int, sa: int, sb: int, full: int) -> int:
+    """Distinct input indices sa*x + sb*y for x < a, y < b (ZigZag's closed form), clipped to
+    the tensor's extent."""
+    g = math.gcd(sa, sb)
+    size = a * b - max(0, b - sa // g) * (a - sb // g)
+    return min(full, size)
+
+
+def tensor_elements(info: TensorInfo, sizes: dict) -> float:
+    """Elements of the tensor touched by loops of the given per-dim sizes."""
+    total = 1.0
+    get = sizes.get
+    for dim in info.relevant:
+        total *= get(dim, 1)
+    for out_dim, filt_dim, stride, dilation, full in info.partial:
+        # ZigZag truncates fractional (spatially unrolled) sizes of window dims.
+        total *= pr_extent(int(get(out_dim, 1)), int(get(filt_dim, 1)), stride, dilation, full)
+    return total
+
+
+def grow(info: TensorInfo, sizes: dict, elements: float, loops) -> tuple[dict, float]:
+    """`sizes` and the tensor's element count after adding `loops`, updating the count
+    incrementally (only the partially relevant input window needs a recount)."""
+    if not loops:
+        return sizes, elements
+    grown = dict(sizes)
+    recount = False
+    relevant = info.relevant
+    partial = info.partial_of
+    for dim, size in loops:
+        grown[dim] = grown.get(dim, 1) * size
+        if dim in relevant:
+            elements *= size
+        elif dim in partial:
+            recount = True
+    if recount:
+        elements = tensor_elements(info, grown)
+    return grown, elements
+
+
+def _product(sizes: dict) -> float:
+    total = 1.0
+    for value in sizes.values():
+        total *= value
+    return total
+
+
+def _merge(sizes: dict, loops) -> dict:
+    merged = dict(sizes)
+    for dim, size in loops:
+        merged[dim] = merged.get(dim, 1) * size
+    return merged
+
+
+# --------------------------------------------------------------------------- spatial mapping
+
+
+def _relevance_pattern(dim: str, infos: dict[str, TensorInfo]) -> tuple[bool, bool, bool]:
+    return tuple(dim not in infos[role].irrelevant for role in ROLES)  # type: ignore[return-value]
+
+
+def _forward_pattern(dim: str) -> tuple[bool, bool, bool]:
+    partial = {"OY", "FY", "OX", "FX"}
+    return (
+        dim in RELEVANT_DIMS["W"],
+        dim in RELEVANT_DIMS["I"] or dim in partial,
+        dim in RELEVANT_DIMS["O"],
+    )
+
+
+def translate_dim(dim: str, sig: LoopNestSig, infos: dict[str, TensorInfo], taken: set[str], factor: int) -> str | None:
+    """The loop dim of `sig` playing the role forward `dim` plays (same relevance to the three
+    memory roles); the one that best fills `factor` units when several qualify."""
+    if sig.output_operand == "O":
+        return dim
+    wanted = _forward_pattern(dim)
+    sizes = sig.dims
+    candidates = [d for d in sizes if d not in taken and _relevance_pattern(d, infos) == wanted and sizes[d] > 1]
+    if not candidates:
+        return None
+
+    def fill(d: str) -> tuple[float, int]:
+        units = min(factor, sizes[d])
+        return (sizes[d] / (math.ceil(sizes[d] / units) * factor), sizes[d])
+
+    return max(candidates, key=fill)
+
+
+@dataclass(frozen=True)
+class Unroll:
+    array_dim: str
+    dim: str
+    frac: float  # units used on average (energy)
+    whole: int  # units used in every step (latency)
+    temporal: int  # remaining temporal iterations of this dim due to the unrolling
+
+
+def _auto_dataflow(sig: LoopNestSig, core: Core) -> list[tuple[str, str, int]]:
+    """A dataflow for cores that give none: per array dim, the unused loop that fills it best."""
+    chosen: list[tuple[str, str, int]] = []
+    taken: set[str] = set()
+    sizes = sig.dims
+    for array_dim in core.array.dims:
+        options = [d for d in ("K", "C", "OX", "OY", "B", "G", "FX", "FY") if d not in taken and sizes[d] > 1]
+        if not options:
+            break
+        best = max(options, key=lambda d: sizes[d] / (math.ceil(sizes[d] / min(sizes[d], array_dim.size)) * array_dim.size))
+        taken.add(best)
+        chosen.append((array_dim.name, best, array_dim.size))
+    return chosen
+
+
+def spatial_mapping(sig: LoopNestSig, core: Core, infos: dict[str, TensorInfo], hierarchies) -> tuple[Unroll, ...]:
+    sizes = sig.dims
+    if core.array.dataflow:
+        raw = [(u.array_dim, u.loop_dim, u.factor) for u in core.array.dataflow]
+    else:
+        raw = _auto_dataflow(sig, core)
+    taken: set[str] = set()
+    limited: list[tuple[str, str, int]] = []
+    for array_dim, dim, factor in raw:
+        mapped = translate_dim(dim, sig, infos, taken, factor)
+        if mapped is None or sizes.get(mapped, 1) <= 1:
+            continue
+        taken.add(mapped)
+        factor = min(factor, core.array.dim_size(array_dim), sizes[mapped])
+        limited.append((array_dim, mapped, factor))
+    limited = _limit_to_inner_memories(limited, infos, hierarchies, sig)
+    # A dim unrolled on several array dims: only the largest unrolling absorbs the remainder.
+    unrolls: list[Unroll] = []
+    done: dict[str, float] = {}
+    for array_dim, dim, factor in limited:
+        others = [f for a, d, f in limited if d == dim]
+        is_main = factor == max(others) and dim not in done
+        before = done.get(dim, 1.0)
+        if is_main:
+            rest = [f for a, d, f in limited if d == dim and a != array_dim]
+            prod_rest = math.prod(rest) if rest else 1
+            temporal = math.ceil(sizes[dim] / (factor * prod_rest))
+            frac = sizes[dim] / temporal / prod_rest
+            unrolls.append(Unroll(array_dim, dim, frac, int(frac), temporal))
+        else:
+            unrolls.append(Unroll(array_dim, dim, float(factor), factor, 1))
+        done[dim] = before * factor
+    return tuple(unrolls)
+
+
+def _limit_to_inner_memories(limited, infos, hierarchies, sig) -> list[tuple[str, str, int]]:
+    """ZigZag caps unrolling by the innermost memories: a memory serving array dims can
+    multicast at most bandwidth/precision distinct elements per cycle, and hold at most
+    capacity/precision of them."""
+    result = [list(entry) for entry in limited]
+    for role, info in infos.items():
+        levels = hierarchies[role]
+        if not levels:
+            continue
+        inner = levels[0]
+        if not inner.served_dims:
+            continue
+        port = inner.port_for(role, "fl" if info.is_output else "tl")
+        bits = info.psum_bits if info.is_output else info.bits
+        for entry in result:
+            if entry[0] in inner.served_dims and entry[1] not in info.irrelevant and port is not None:
+                entry[2] = max(1, min(entry[2], port.bandwidth_bits // bits))
+        relevant = [e for e in result if e[0] in inner.served_dims and e[1] not in info.irrelevant]
+        capacity = inner.size_bits / bits
+        while relevant and math.prod(e[2] for e in relevant) > capacity and any(e[2] > 1 for e in relevant):
+            max(relevant, key=lambda e: e[2])[2] -= 1
+    return [tuple(entry) for entry in result]  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- memory hierarchy
+
+
+@dataclass(frozen=True)
+class Level:
+    """One memory level of one role, with the spatial loops it fans out to the level below."""
+
+    memory: MemoryLevel
+    index: int  # level index within the role's hierarchy
+    fanout_frac: tuple  # ((dim, factor), ...) spatial loops between this level and the one below
+    fanout_whole: tuple
+
+
+def dram_level(core: Core, roles: tuple[str, ...]) -> MemoryLevel:
+    """The core's DRAM as a memory level holding `roles`."""
+    dram = core.dram
+    assert dram is not None
+    width = max(1, int(round(dram.bits_per_cycle(core.clock_hz))))
+    access = min(dram.access_bits, width)
+    reads = tuple((r, d) for r in roles for d in (("tl", "th") if r == "O" else ("tl",)))
+    writes = tuple((r, d) for r in roles for d in (("fh", "fl") if r == "O" else ("fh",)))
+    if dram.ports >= 2:
+        ports = (Port("dram_r", "read", width, access, reads), Port("dram_w", "write", width, access, writes))
+    else:
+        ports = (Port("dram_rw", "read_write", width, access, reads + writes),)
+    dims = tuple(d.name for d in core.array.dims)
+    return MemoryLevel(
+        name="dram",
+        size_bits=dram.capacity_bytes * 8,
+        read_energy_pj=dram.read_energy_pj_per_bit * width,
+        write_energy_pj=dram.write_energy_pj_per_bit * width,
+        operands=roles,
+        served_dims=dims,
+        ports=ports,
+    )
+
+
+def spilled_roles(sig: LoopNestSig, core: Core, infos: dict[str, TensorInfo]) -> tuple[str, ...]:
+    """Roles whose tensor goes to DRAM: larger than its top memory, then the largest ones while
+    the tensors sharing a top memory do not fit in it together (output counted at psum width)."""
+    if core.dram is None:
+        return ()
+    bits = {}
+    for role, info in infos.items():
+        elements = tensor_elements(info, sig.dims)
+        bits[role] = elements * (info.psum_bits if info.is_output else info.bits)
+    tops = {role: core.hierarchy(role)[-1] for role in ROLES if core.hierarchy(role)}
+    spilled = [role for role in ROLES if role in tops and bits[role] > tops[role].size_bits]
+    for memory in {id(m): m for m in tops.values()}.values():
+        sharing = sorted((r for r in tops if tops[r] is memory and r not in spilled), key=lambda r: -bits[r])
+        while sharing and sum(bits[r] for r in sharing) > memory.size_bits:
+            spilled.append(sharing.pop(0))
+    return tuple(r for r in ROLES if r in spilled)
+
+
+def build_levels(core: Core, roles_to_dram: tuple[str, ...], unrolls: tuple[Unroll, ...], element_bits: dict[str, int] | None = None):
+    """Per role, its memory levels (DRAM on top when spilled) with their spatial fan-outs, the
+    leftover fan-out above the top level, and the memories in allocation order."""
+    element_bits = element_bits or {}
+    memories = list(core.memories)
+    if roles_to_dram:
+        memories.append(dram_level(core, roles_to_dram))
+    levels: dict[str, list[Level]] = {}
+    leftovers: dict[str, tuple[tuple, tuple]] = {}
+    for role in ROLES:
+        # A memory that cannot hold one element of the tensor (e.g. a 16-bit accumulator and
+        # 32-bit partial sums) is bypassed for it: the level above serves the array directly.
+        holders = [m for m in memories if role in m.operands and m.size_bits >= element_bits.get(role, 0)]
+        if not holders:
+            holders = [m for m in memories if role in m.operands][-1:]
+        remaining = list(unrolls)
+        role_levels = []
+        for index, memory in enumerate(holders):
+            served = [u for u in remaining if u.array_dim in memory.served_dims]
+            remaining = [u for u in remaining if u.array_dim not in memory.served_dims]
+            role_levels.append(
+                Level(memory, index, tuple((u.dim, u.frac) for u in served), tuple((u.dim, u.whole) for u in served))
+            )
+        levels[role] = role_levels
+        leftovers[role] = (tuple((u.dim, u.frac) for u in remaining), tuple((u.dim, u.whole) for u in remaining))
+    return levels, leftovers, memories
+
+
+# --------------------------------------------------------------------------- temporal loops
+
+
+def prime_factors(n: int) -> list[int]:
+    factors = []
+    d = 2
+    while d * d <= n:
+        while n % d == 0:
+            factors.append(d)
+            n //= d
+        d += 1
+    if n > 1:
+        factors.append(n)
+    return factors
+
+
+def loop_prime_factors(temporal: dict[str, int], limit: int = LPF_LIMIT) -> list[tuple[str, int]]:
+    """LOMA's loop prime factors: every temporal loop split into primes; while there are more
+    than `limit`, the two smallest factors of the dim with the most factors are merged."""
+    per_dim = {dim: sorted(prime_factors(size)) for dim, size in temporal.items() if size > 1}
+    limit = max(limit, len(per_dim))
+    while sum(len(f) for f in per_dim.values()) > limit:
+        dim = max(per_dim, key=lambda d: len(per_dim[d]))
+        factors = per_dim[dim]
+        merged = factors[0] * factors[1]
+        per_dim[dim] = sorted(factors[2:] + [merged])
+    return [(dim, f) for dim, factors in per_dim.items() for f in factors]
+
+
+def unique_orderings(lpfs: list[tuple[str, int]], cap: int = MAX_ORDERINGS):
+    """Distinct permutations of the multiset of loop factors (at most `cap`)."""
+    seen = set()
+    for perm in itertools.permutations(lpfs):
+        if perm in seen:
+            continue
+        seen.add(perm)
+        yield perm
+        if len(seen) >= cap:
+            return
+
+
+@lru_cache(maxsize=4096)
+def _cached_prime_factors(n: int) -> tuple[int, ...]:
+    return tuple(prime_factors(n))
+
+
+# --------------------------------------------------------------------------- the model
+
+
+class InvalidMapping(Exception):
+    """A loop order does not fit the memories (LOMA skips such orders)."""
+
+
+def _stationary_merge_down(levels: list[list[tuple[str, int]]], irrelevant) -> tuple[list[list[tuple[str, int]]], int]:
+    """ZigZag moves the innermost loops of a level that do not index the tensor into the level
+    below (the data stays put while they run).  Returns the new levels and the product of such
+    loops left at the bottom of level 0 (cycles each MAC-level datum stays stationary)."""
+    current = [list(level) for level in levels]
+    changed = True
+    while changed:
+        changed = False
+        for index in range(1, len(current)):
+            level = current[index]
+            prefix = 0
+            while prefix < len(level) and level[prefix][0] in irrelevant:
+                prefix += 1
+            if prefix:
+                current[index - 1].extend(level[:prefix])
+                del level[:prefix]
+                changed = True
+    stationary = 1
+    for dim, size in current[0] if current else []:
+        if dim not in irrelevant:
+            break
+        stationary *= size
+    return current, stationary
+
+
+def _top_run(level: list[tuple[str, int]], members) -> int:
+    """Product of the outermost consecutive loops of `level` whose dims are in `members`."""
+    total = 1
+    for dim, size in reversed(level):
+        if dim not in members:
+            break
+        total *= size
+    return total
+
+
+def _union_window(activities: list[tuple[int, int, int]]) -> float:
+    """Cycles within the longest period during which at least one of several periodic update
+    windows is open, times that period's count.  activities: (period, allowed, count).
+    Windows open at the start of each period; nested periods give the exact union."""
+    for period, allowed, count in activities:
+        if period == allowed:
+            return period * count
+    ordered = sorted(activities)
+    longest = ordered[-1]
+    if any(ordered[i + 1][0] % ordered[i][0] for i in range(len(ordered) - 1)):
+        # Periods that do not nest: assume the windows overlap at random.
+        free = 1.0
+        for period, allowed, _ in ordered:
+            free *= 1 - allowed / period
+        return (1 - free) * longest[0] * longest[2]
+
+    def covered(k: int, x: int) -> int:
+        # Open cycles in [0, x) of the union of windows 0..k, x <= period k.
+        period, allowed, _ = ordered[k]
+        if k == 0:
+            return min(x, allowed)
+        return min(x, allowed) + max(0, repeated(k - 1, x) - repeated(k - 1, min(x, allowed)))
+
+    def repeated(k: int, y: int) -> int:
+        period = ordered[k][0]
+        return (y // period) * covered(k, period) + covered(k, y % period)
+
+    return covered(len(ordered) - 1, longest[0]) * longest[2]
+
+
+@dataclass
+class Evaluation:
+    """Cost of one temporal mapping (all figures for the whole op)."""
+
+    latency: float
+    energy: float
+    breakdown: dict
+    ideal_cycles: float
+    stall: float
+    onload: float
+    offload: float
+    temporal: dict
+
+
+@dataclass
+class _Transfer:
+    """One data transfer direction of one tensor at one memory level."""
+
+    role: str
+    level: int
+    direction: str
+    amount: float  # elements per period (fractional spatial mapping)
+    amount_whole: float  # elements per period (integer spatial mapping)
+    bits: int
+    period: int
+    count: int
+
+
+_READS = ("tl", "th")
+_HIGH = ("th", "fh")
+
+
+class NestModel:
+    """Everything about one (LoopNestSig, Core) pair that does not depend on the loop order."""
+
+    def __init__(self, sig: LoopNestSig, core: Core, extra_spilled: tuple[str, ...] = ()):
+        self.sig = sig
+        self.core = core
+        self.infos = tensor_infos(sig)
+        hierarchies = {role: core.hierarchy(role) for role in ROLES}
+        self.unrolls = spatial_mapping(sig, core, self.infos, hierarchies)
+        spilled = set(spilled_roles(sig, core, self.infos)) | set(extra_spilled)
+        self.spilled = tuple(r for r in ROLES if r in spilled)
+        element_bits = {r: (i.psum_bits if i.is_output else i.bits) for r, i in self.infos.items()}
+        self.levels, self.leftovers, self.memories = build_levels(core, self.spilled, self.unrolls, element_bits)
+        self.level_index = {
+            role: {id(level.memory): level.index for level in self.levels[role]} for role in ROLES
+        }
+        temporal = dict(sig.dims)
+        for dim in {u.dim for u in self.unrolls}:
+            # Only the main unrolling of a dim carries its temporal remainder (the others have 1).
+            temporal[dim] = max(u.temporal for u in self.unrolls if u.dim == dim)
+        self.temporal = {d: s for d, s in temporal.items() if s > 1}
+        self.total_cycles = math.prod(self.temporal.values()) if self.temporal else 1
+        precision = core.precision_for(sig.mac_bits)
+        self.mac_energy_each = precision.energy_pj if precision else 0.0
+        self.cycles_per_op = 1.0 / precision.ops_per_cycle if precision else 1.0
+        self.spatial_units = math.prod(u.whole for u in self.unrolls) if self.unrolls else 1
+        # Spilled tensors are bounded by DRAM; without DRAM the top memory is taken as big enough.
+        self.bounded_top = {role: role in self.spilled or core.dram is not None for role in ROLES}
+        self.fractional = any(u.frac != u.whole for u in self.unrolls)
+        self._role_cache: dict = {}
+        self._spatial_cache: dict = {}
+        self.ports = {
+            (id(level.memory), role, direction): level.memory.port_for(role, direction)
+            for role in ROLES
+            for level in self.levels[role]
+            for direction in ("fh", "tl", "fl", "th")
+        }
+
+    # ------------------------------------------------------------------ allocation (LOMA)
+
+    def _slice_bits(self, role: str, base: dict, loops, bits: int) -> list[float]:
+        """Bits held for the base loops plus each prefix of `loops` (incremental: only the
+        partially relevant input window needs recomputing)."""
+        info = self.infos[role]
+        sizes = dict(base)
+        elements = tensor_elements(info, sizes)
+        result = [elements * bits]
+        relevant = info.relevant
+        partial = info.partial_of
+        for dim, size in loops:
+            sizes[dim] = sizes.get(dim, 1) * size
+            if dim in relevant:
+                elements *= size
+            elif dim in partial:
+                elements = tensor_elements(info, sizes)
+            result.append(elements * bits)
+        return result
+
+    def allocate(self, ordering) -> dict[str, list[list[tuple[str, int]]]]:
+        """Assign the loops of `ordering` (innermost first) to memory levels, bottom-up."""
+        unallocated = {role: list(ordering) for role in ROLES}
+        allocated = {role: _merge({}, self.levels[role][0].fanout_frac) if self.levels[role] else {} for role in ROLES}
+        mapping: dict[str, list[list[tuple[str, int]]]] = {role: [] for role in ROLES}
+        for memory in self.memories:
+            roles_here = [r for r in memory.operands if r in ROLES and id(memory) in self.level_index[r]]
+            if not roles_here:
+                continue
+            options = {}
+            for role in roles_here:
+                options[role] = self._slice_options(role, memory, allocated[role], unallocated[role])
+            choice = self._best_combination(roles_here, options, memory.size_bits)
+            for role, count in zip(roles_here, choice):
+                loops = unallocated[role][:count]
+                del unallocated[role][:count]
+                mapping[role].append(loops)
+                allocated[role] = _merge(allocated[role], loops)
+                index = self.level_index[role][id(memory)]
+                if index + 1 < len(self.levels[role]):
+                    allocated[role] = _merge(allocated[role], self.levels[role][index + 1].fanout_frac)
+                if index == len(self.levels[role]) - 1 and unallocated[role]:
+                    raise InvalidMapping(f"{memory.name} cannot hold all loops of {role}")
+        return mapping
+
+    def _slice_options(self, role, memory, allocated, unallocated) -> list[tuple[int, float, float]]:
+        """(loops taken, bits held, accesses to the level above) per admissible slice."""
+        info = self.infos[role]
+        index = self.level_index[role][id(memory)]
+        is_top = index == len(self.levels[role]) - 1
+        bits = info.bits
+        if info.is_output:
+            above = [d for lvl in self.levels[role][index + 1 :] for d, _ in lvl.fanout_frac]
+            above += [d for d, _ in self.leftovers[role][0]]
+            pending = {d for d, _ in unallocated} | set(above)
+            bits = info.psum_bits if pending & info.irrelevant else info.bits
+        sizes = self._slice_bits(role, allocated, unallocated, bits)
+        capacity = memory.size_bits
+        if is_top and not self.bounded_top[role]:
+            capacity = math.inf
+        if memory.double_buffered:
+            full = sizes[-1]
+            sizes = [s * 2 if i < len(unallocated) and s < full else s for i, s in enumerate(sizes)]
+        if sizes[0] > capacity:
+            raise InvalidMapping(f"{memory.name} cannot hold the data of {role} below it")
+        last = 0
+        while last + 1 < len(sizes) and sizes[last + 1] <= capacity:
+            last += 1
+        if is_top:
+            return [(last, sizes[last], 0.0)]
+        suffix = [1] * (len(unallocated) + 1)
+        for i in range(len(unallocated) - 1, -1, -1):
+            suffix[i] = suffix[i + 1] * unallocated[i][1]
+        return [(i, sizes[i], suffix[i] * sizes[i]) for i in range(last + 1)]
+
+    @staticmethod
+    def _best_combination(roles, options, capacity) -> tuple[int, ...]:
+        """The slice per role minimizing the accesses to the level above with all slices
+        fitting together (sizes grow with the slice, so loops stop at the first overflow; the
+        last of equal choices wins, as in LOMA)."""
+        lists = [options[r] for r in roles]
+        if sum(option[0][1] for option in lists) > capacity:
+            raise InvalidMapping("shared memory cannot hold the data below it")
+        best: tuple[int, ...] = tuple(option[0][0] for option in lists)
+        best_accesses = math.inf
+        if len(lists) == 1:
+            for taken, size, accesses in lists[0]:
+                if size > capacity:
+                    break
+                if accesses <= best_accesses:
+                    best_accesses, best = accesses, (taken,)
+            return best
+        if len(lists) == 2:
+            first, second = lists
+            for t1, s1, a1 in first:
+                if s1 + second[0][1] > capacity:
+                    break
+                for t2, s2, a2 in second:
+                    if s1 + s2 > capacity:
+                        break
+                    if a1 + a2 <= best_accesses:
+                        best_accesses, best = a1 + a2, (t1, t2)
+            return best
+        first, second, third = lists[0], lists[1], lists[2:]
+        rest = third[0] if len(third) == 1 else None
+        for t1, s1, a1 in first:
+            if s1 + second[0][1] + (rest[0][1] if rest else 0) > capacity:
+                break
+            for t2, s2, a2 in second:
+                used = s1 + s2
+                if rest is None:
+                    tail = NestModel._best_combination(roles[2:], {r: options[r] for r in roles[2:]}, capacity - used) if used + sum(o[0][1] for o in third) <= capacity else None
+                    if tail is None:
+                        break
+                    tail_accesses = sum(dict((o[0], o[2]) for o in options[r])[t] for r, t in zip(roles[2:], tail))
+                    if a1 + a2 + tail_accesses <= best_accesses:
+                        best_accesses, best = a1 + a2 + tail_accesses, (t1, t2) + tail
+                    continue
+                if used + rest[0][1] > capacity:
+                    break
+                for t3, s3, a3 in rest:
+                    if used + s3 > capacity:
+                        break
+                    total = a1 + a2 + a3
+                    if total <= best_accesses:
+                        best_accesses, best = total, (t1, t2, t3)
+        return best
+
+    # ------------------------------------------------------------------ evaluation
+
+    def _spatial_view(self, role: str, whole: bool) -> dict:
+        """Per architecture level of one tensor: spatial loops, unit counts and the bandwidth
+        boost from a level to the one below (depend on the spatial mapping only)."""
+        key = (role, whole)
+        cached = self._spatial_cache.get(key)
+        if cached is not None:
+            return cached
+        info = self.infos[role]
+        pick = (lambda lvl: lvl.fanout_whole) if whole else (lambda lvl: lvl.fanout_frac)
+        spatial = [pick(lvl) for lvl in self.levels[role]] + [self.leftovers[role][1 if whole else 0]]
+        count = len(self.levels[role])
+        cumulative: dict = {}
+        elements = [1.0]
+        for part in spatial:
+            cumulative = _merge(cumulative, part)
+            elements.append(tensor_elements(info, cumulative))
+        units = []
+        for a in range(count + 1):
+            total = 1.0
+            for part in spatial[a:]:
+                for _, size in part:
+                    total *= size
+            units.append(round(total))
+        unique = [elements[-1] / elements[a] for a in range(count + 1)]
+        boost = [round(unique[m] / unique[m + 1]) for m in range(count)] + [1]
+        products = [math.prod(size for _, size in part) for part in spatial]
+        view = {"spatial": spatial, "units": units, "boost": boost, "products": products}
+        self._spatial_cache[key] = view
+        return view
+
+    def _role_view(self, role: str, levels: list[list[tuple[str, int]]], whole: bool) -> dict:
+        """Data held per architecture level (0 = MAC) and reuse factors of one tensor.
+
+        S2[a]: loops below memory a-1's outputs (its own temporal loops and fan-out) -> data held
+        by one instance of memory a-1.  S1[a]: the same plus memory a's fan-out -> reuse."""
+        info = self.infos[role]
+        spatial_view = self._spatial_view(role, whole)
+        spatial = spatial_view["spatial"]
+        products = spatial_view["products"]
+        count = len(levels)
+        data = [1.0]
+        ir_s1 = []
+        cumulative: dict = {}
+        elements = 1.0
+        loops_product = 1.0
+        for a in range(count + 1):
+            s1, s1_elements = grow(info, cumulative, elements, spatial[a])
+            s1_product = loops_product * products[a]
+            ir_s1.append(s1_product / s1_elements)
+            if a < count:
+                cumulative, elements = grow(info, s1, s1_elements, levels[a])
+                loops_product = s1_product
+                for _, size in levels[a]:
+                    loops_product *= size
+                data.append(float(round(elements)))
+        return {"data": data, "ir": ir_s1, "units": spatial_view["units"], "boost": spatial_view["boost"]}
+
+    def _transfers(self, role: str, view: dict, view_whole: dict, cycles: list[int], psum: list[bool]) -> list[_Transfer]:
+        info = self.infos[role]
+        count = len(self.levels[role])
+        total = self.total_cycles
+        out: list[_Transfer] = []
+        data, data_w = view["data"], view_whole["data"]
+        for m in range(count):
+            top = m == count - 1
+            low = data[m] * view["boost"][m]
+            low_w = data_w[m] * view_whole["boost"][m]
+            if not info.is_output:
+                out.append(_Transfer(role, m, "tl", low, low_w, info.bits, cycles[m], total // cycles[m]))
+                if not top:
+                    out.append(_Transfer(role, m, "fh", data[m + 1], data_w[m + 1], info.bits, cycles[m + 1], total // cycles[m + 1]))
+                continue
+            below_bits = info.psum_bits if psum[m] else info.bits
+            out.append(_Transfer(role, m, "fl", int(low), int(low_w), below_bits, cycles[m], total // cycles[m]))
+            if psum[m]:
+                out.append(_Transfer(role, m, "tl", int(low), int(low_w), info.psum_bits, cycles[m], total // cycles[m]))
+            if not top:
+                above_bits = info.psum_bits if psum[m + 1] else info.bits
+                period = cycles[m + 1]
+                out.append(_Transfer(role, m, "th", data[m + 1], data_w[m + 1], above_bits, period, total // period))
+                if psum[m + 1]:
+                    out.append(_Transfer(role, m, "fh", data[m + 1], data_w[m + 1], info.psum_bits, period, total // period))
+        return out
+
+    def _role_state(self, role: str, raw_levels) -> dict:
+        """Everything about one tensor's temporal mapping that does not involve the others.
+
+        Cached under a canonical key: after the stationary merge-down, only the loops of each
+        level (not their order), the level's outermost relevant/irrelevant runs and the
+        stationary product at the array matter, so many loop orders share an entry."""
+        info = self.infos[role]
+        levels, stationary = _stationary_merge_down([list(level) for level in raw_levels], info.irrelevant)
+        top_r = [1] + [_top_run(level, info.relevant) for level in levels]
+        top_ir = [1] + [_top_run(level, info.irrelevant) for level in levels]
+        key = (role, stationary, tuple(tuple(sorted(level)) for level in levels), tuple(top_r), tuple(top_ir))
+        cached = self._role_cache.get(key)
+        if cached is not None:
+            return cached
+        cycles_cabl = []
+        running = 1
+        for level in levels:
+            for _, size in level:
+                running *= size
+            cycles_cabl.append(running)
+        cycles = [1 if info.is_output else stationary] + cycles_cabl
+        view = self._role_view(role, levels, whole=False)
+        view_w = self._role_view(role, levels, whole=True) if self.fractional else view
+        ir = view["ir"]
+        if info.is_output:
+            psum = [ir[-1] > ir[a] * (1 + 1e-9) for a in range(len(ir))]
+        else:
+            psum = [False] * len(ir)
+        transfers = self._transfers(role, view, view_w, cycles, psum)
+        breakdown: dict[str, float] = {}
+        real: list[int] = []
+        for t in transfers:
+            level = self.levels[role][t.level]
+            port = self.ports[(id(level.memory), role, t.direction)]
+            if port is None:
+                real.append(0)
+                continue
+            real.append(math.ceil(t.amount_whole * t.bits / port.bandwidth_bits))
+            if t.amount == 0 or t.count == 0:
+                continue
+            words = math.ceil(t.amount * t.bits / port.min_bandwidth_bits) * (port.min_bandwidth_bits / port.bandwidth_bits)
+            words = int(words * t.count * view["units"][t.level + 1])
+            cost = level.memory.read_energy_pj if t.direction in _READS else level.memory.write_energy_pj
+            key_name = f"{level.memory.name}.{info.name}"
+            breakdown[key_name] = breakdown.get(key_name, 0.0) + words * cost
+        fractions = []
+        for m, level in enumerate(self.levels[role]):
+            bits = (info.psum_bits if psum[m + 1] else info.bits) if info.is_output else info.bits
+            effective = (round(view["data"][m + 1]) * bits) // top_r[m + 1]
+            fractions.append(effective / level.memory.size_bits)
+        state = {
+            "levels": levels,
+            "view_w": view_w,
+            "psum": psum,
+            "top_ir": top_ir,
+            "transfers": transfers,
+            "real": real,
+            "breakdown": breakdown,
+            "energy": sum(breakdown.values()),
+            "fractions": fractions,
+        }
+        self._role_cache[key] = state
+        return state
+
+    def evaluate(self, mapping: dict[str, list[list[tuple[str, int]]]]) -> Evaluation:
+        cpo = self.cycles_per_op
+        per_role = {role: self._role_state(role, tuple(tuple(level) for level in mapping[role])) for role in ROLES}
+        energy = self.macs_energy() + sum(state["energy"] for state in per_role.values())
+        double = self._double_buffering(per_role)
+        stall, loading = self._stall(per_role, double, cpo)
+        compute = self.total_cycles * cpo + stall
+        onload, offload = self._load_phases(per_role, loading, compute)
+        drain = self._systolic_drain()
+        ideal = self.total_cycles * cpo
+        latency = ideal + stall + onload + offload + drain
+        return Evaluation(latency, energy, per_role, ideal, stall, onload, offload, {})
+
+    def details(self, evaluation: Evaluation) -> tuple[dict[str, float], dict[str, list]]:
+        """Energy breakdown and per-tensor temporal levels of an evaluation from `evaluate`."""
+        per_role = evaluation.breakdown
+        breakdown = {"mac": self.macs_energy()}
+        temporal = {}
+        for role in ROLES:
+            for key, value in per_role[role]["breakdown"].items():
+                breakdown[key] = breakdown.get(key, 0.0) + value
+            temporal[self.infos[role].name] = per_role[role]["levels"]
+        return breakdown, temporal
+
+    def macs_energy(self) -> float:
+        return self.sig.macs * self.mac_energy_each
+
+    def _double_buffering(self, per_role: dict) -> dict[str, list[bool]]:
+        """ZigZag's double-buffer test: a level may refill while it is read if the data it holds
+        (without its outermost relevant loops) uses at most half the memory, or fits in what the
+        other tensors sharing the memory leave free."""
+        shared: dict[int, float] = {}
+        for role in ROLES:
+            for m, level in enumerate(self.levels[role]):
+                key = id(level.memory)
+                shared[key] = shared.get(key, 0.0) + per_role[role]["fractions"][m]
+        flags: dict[str, list[bool]] = {}
+        for role in ("O", "W", "I"):
+            role_flags = [False]
+            for m, level in enumerate(self.levels[role]):
+                key = id(level.memory)
+                alone = per_role[role]["fractions"][m]
+                if shared[key] <= 0.5:
+                    role_flags.append(True)
+                elif alone <= 1 - shared[key]:
+                    role_flags.append(True)
+                    # The refill buffer now takes room the other tensors cannot use.
+                    shared[key] += alone
+                else:
+                    role_flags.append(False)
+            flags[role] = role_flags
+        return flags
+
+    def _stall(self, per_role, double, cpo) -> tuple[float, dict]:
+        """Stall (+) or slack (-) cycles per physical port, combined as ZigZag does; returns the
+        worst port and, per transfer, its real and allowed cycles."""
+        timing: dict[tuple[str, int], tuple[int, int]] = {}
+        by_port: dict[tuple[int, str], list[tuple[int, int, int, int]]] = {}
+        for role in ROLES:
+            state = per_role[role]
+            flags = double[role]
+            top_ir = state["top_ir"]
+            for index, t in enumerate(state["transfers"]):
+                level = self.levels[role][t.level]
+                port = self.ports[(id(level.memory), role, t.direction)]
+                if port is None:
+                    continue
+                real = state["real"][index]
+                if t.direction in _HIGH:
+                    buffered, run = flags[t.level + 1], top_ir[t.level + 1]
+                else:
+                    buffered, run = flags[t.level], top_ir[t.level]
+                window = t.period if buffered else int(t.period / run)
+                allowed = math.ceil(window * cpo)
+                timing[(role, index)] = (real, allowed)
+                if t.count == 0:
+                    continue
+                period = math.ceil(t.period * cpo)
+                by_port.setdefault((id(level.memory), port.name), []).append((real, allowed, period, t.count))
+        worst = 0.0
+        for activities in by_port.values():
+            if len(activities) == 1:
+                real, allowed, _, count = activities[0]
+                combined = (real - allowed) * (count - 1)
+            else:
+                positive = sum((r - a) * (c - 1) for r, a, _, c in activities if r > a)
+                negative = sum((r - a) * (c - 1) for r, a, _, c in activities if r <= a)
+                windows = sum(a * (c - 1) for r, a, _, c in activities)
+                union = _union_window([(p, a, c) for _, a, p, c in activities])
+                combined = positive + max(0.0, negative + windows - union)
+            worst = max(worst, combined)
+        return worst, timing
+
+    def _load_phases(self, per_role, timing, compute) -> tuple[float, float]:
+        """Cycles to fill the lower levels before the first MAC and to drain the last outputs.
+        Transfers that happen once are hidden behind compute as far as the port has spare
+        bandwidth, down to the innermost level's first tile (ZigZag's on/off-loading)."""
+        by_port: dict[tuple[int, str], list[tuple[str, int]]] = {}
+        ports: dict[tuple[int, str], Port] = {}
+        for role in ROLES:
+            for index, t in enumerate(per_role[role]["transfers"]):
+                if t.count == 0 or (role, index) not in timing:
+                    continue
+                if self.infos[role].is_output and t.direction in ("tl", "fh"):
+                    continue
+                level = self.levels[role][t.level]
+                port = self.ports[(id(level.memory), role, t.direction)]
+                key = (id(level.memory), port.name)
+                ports[key] = port
+                by_port.setdefault(key, []).append((role, index))
+        recorded: dict[tuple[str, int, str], float] = {}
+        for key, members in by_port.items():
+            port = ports[key]
+            busy = 0.0
+            once = []
+            for role, index in members:
+                t = per_role[role]["transfers"][index]
+                if t.count == 1:
+                    once.append((role, index))
+                    continue
+                busy += math.ceil(t.amount_whole * t.bits / t.period)
+                recorded[(role, t.level, t.direction)] = timing[(role, index)][0]
+            surplus = max(0.0, (port.bandwidth_bits - busy) / port.bandwidth_bits * compute)
+            for role, index in sorted(once, key=lambda m: -timing[m][0]):
+                t = per_role[role]["transfers"][index]
+                info = self.infos[role]
+                first_bits = info.psum_bits if info.is_output and per_role[role]["psum"][1] else info.bits
+                first_tile = per_role[role]["view_w"]["data"][1] * first_bits
+                minimum = math.ceil(first_tile / port.bandwidth_bits)
+                real = timing[(role, index)][0]
+                cut = min(max(0.0, real - minimum), surplus)
+                surplus -= cut
+                recorded[(role, t.level, t.direction)] = real - cut
+        onload = self._combine_onload(recorded)
+        out_role = "O"
+        offload = 0.0
+        for m in range(len(self.levels[out_role]) - 1):
+            offload += max(recorded.get((out_role, m, "th"), 0.0), recorded.get((out_role, m + 1, "fl"), 0.0))
+        return onload, offload
+
+    def _shared_by_inputs(self, role: str, level: int, direction: str) -> bool:
+        memory = self.levels[role][level].memory
+        port = memory.port_for(role, direction)
+        if port is None:
+            return False
+        return len({r for r, _ in port.allocation if r in ("W", "I")}) > 1
+
+    def _combine_onload(self, recorded) -> float:
+        individual = {"W": 0.0, "I": 0.0}
+        half = {"W": 0.0, "I": 0.0}
+        shared = {"W": 0.0, "I": 0.0}
+        for role in ("W", "I"):
+            for m in range(len(self.levels[role]) - 1):
+                cycles = max(recorded.get((role, m, "fh"), 0.0), recorded.get((role, m + 1, "tl"), 0.0))
+                first = self._shared_by_inputs(role, m, "fh")
+                second = self._shared_by_inputs(role, m + 1, "tl")
+                if first and second:
+                    shared[role] += cycles
+                elif not first and not second:
+                    individual[role] += cycles
+                else:
+                    half[role] = cycles
+        one = shared["W"] + max(shared["I"] + half["I"] + individual["I"], half["W"] + individual["W"])
+        two = shared["I"] + max(shared["W"] + half["W"] + individual["W"], half["I"] + individual["I"])
+        return min(one, two)
+
+    def _systolic_drain(self) -> int:
+        drain = 0
+        for dim in self.core.array.systolic_dims:
+            used = math.prod(u.frac for u in self.unrolls if u.array_dim == dim)
+            drain += max(math.ceil(used) - 1, 0)
+        return drain
+
+
+DEFAULT_BUDGET = 40
+
+
+def candidate_orderings(lpfs: list[tuple[str, int]], count: int, seed: int) -> list[tuple]:
+    """All distinct loop orders when there are at most `count`, else `count` distinct ones drawn
+    with a fixed seed (deterministic results)."""
+    total = math.factorial(len(lpfs))
+    if total <= count * 2:
+        return list(unique_orderings(lpfs, cap=count))
+    rng = random.Random(seed)
+    chosen: set[tuple] = set()
+    attempts = 0
+    while len(chosen) < count and attempts < count * 20:
+        order = lpfs[:]
+        rng.shuffle(order)
+        chosen.add(tuple(order))
+        attempts += 1
+    return sorted(chosen)
+
+
+def search_with_spilling(sig: LoopNestSig, core: Core, budget: int = 0) -> tuple[NestModel, Evaluation]:
+    """Search; when no order fits because a tensor that fits its top memory alone leaves no
+    room for the others' tiles there, move the largest such tensor to DRAM and search again."""
+    extra: tuple[str, ...] = ()
+    while True:
+        model = NestModel(sig, core, extra)
+        try:
+            return model, search(model, budget=budget or DEFAULT_BUDGET)
+        except InvalidMapping:
+            candidates = [r for r in ROLES if r not in model.spilled]
+            if core.dram is None or not candidates:
+                raise
+            sizes = {r: tensor_elements(model.infos[r], sig.dims) * model.infos[r].bits for r in candidates}
+            extra = extra + (max(candidates, key=lambda r: sizes[r]),)
+
+
+def search(model: NestModel, limit: int = LPF_LIMIT, budget: int = DEFAULT_BUDGET) -> Evaluation:
+    """Find a low-latency (then low-energy) temporal mapping within `budget` evaluations.
+
+    LOMA evaluates every order of the loop prime factors (720 for a typical conv, 5040 with a
+    batch loop); most of them are redundant.  We evaluate two thirds of the budget on orders
+    drawn at random (fixed seed), then spend the rest improving the best one by swapping
+    neighbouring loops while that helps."""
+    lpfs = loop_prime_factors(model.temporal, limit)
+    if not lpfs:
+        lpfs = [("B", 1)]
+    seen: set[tuple] = set()
+    best: tuple[tuple, Evaluation] | None = None
+    results: list[Evaluation] = []
+
+    def consider(order: tuple) -> bool:
+        nonlocal best
+        if order in seen:
+            return False
+        seen.add(order)
+        try:
+            mapping = model.allocate(order)
+        except InvalidMapping:
+            return False
+        result = model.evaluate(mapping)
+        results.append(result)
+        if best is None or (result.latency, result.energy) < (best[1].latency, best[1].energy):
+            best = (order, result)
+            return True
+        return False
+
+    sampled = max(1, (2 * budget) // 3)
+    for order in candidate_orderings(lpfs, sampled, seed=len(lpfs) * 7919 + model.total_cycles % 7919):
+        consider(order)
+    improved = True
+    while improved and best is not None and len(seen) < budget:
+        improved = False
+        order = list(best[0])
+        for i in range(len(order) - 1):
+            if len(seen) >= budget:
+                break
+            if order[i][0] == order[i + 1][0]:
+                continue
+            swapped = order[:]
+            swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
+            if consider(tuple(swapped)):
+                improved = True
+                break
+    if best is None:
+        # Random orders all overflowed a memory: try the first orders of the exhaustive list.
+        for order in unique_orderings(lpfs, cap=2 * budget):
+            consider(order)
+            if best is not None:
+                break
+    if best is None:
+        raise InvalidMapping(f"no loop order of {model.sig.kind} fits the memories of core {model.core.name}")
+    return choose(results)
+
+
+LATENCY_TOLERANCE = 0.001
+
+
+def choose(results: list[Evaluation]) -> Evaluation:
+    """The lowest-energy mapping among those within LATENCY_TOLERANCE of the lowest latency.
+
+    ZigZag keeps the strictly fastest mapping; with a sampled search a mapping a few cycles
+    faster can cost several times the energy, so near-ties are settled by energy."""
+    fastest = min(r.latency for r in results)
+    close = [r for r in results if r.latency <= fastest * (1 + LATENCY_TOLERANCE)]
+    return min(close, key=lambda r: (r.energy, r.latency))

@@ -1,0 +1,250 @@
+"""The training-step report of a schedule: JSON fields, a text summary, a Perfetto trace, plots.
+
+`schedule_report(schedule)` gives the schedule part of `report.json`:
+
+| field | meaning |
+|---|---|
+| `target` | target name; `frequency_hz` its reference clock |
+| `latency_cycles`, `latency_s` | makespan of the step (last op or transfer), in reference cycles and seconds |
+| `energy_pj` | total energy = the sum of `energy_breakdown_pj` |
+| `energy_breakdown_pj` | `compute` (MACs/ops), `onchip_memory` (every on-chip memory access of the ops), `offchip_memory` (DRAM traffic of the ops and of the scheduler's loads, stores, evictions, write-backs), `interconnect` (core-to-core links and buses) |
+| `phases` | per phase: `latency_cycles` (first start to last end of its ops), `energy_pj` (its ops' energy), `ops` |
+| `memory.peak_bytes` | peak occupancy of each core's top memory and of DRAM; `memory.capacity_bytes` their sizes |
+| `cores` | per core `core<id>`: `name`, `kind`, `busy_cycles`, `utilization` (busy / latency), `ops` |
+| `transfers` | `count`, `bytes` and `energy_pj` per reason (`load`, `copy`, `store`, `evict`, `writeback`) |
+| `layers` | one row per scheduled op: `name` (ONNX node), `op`, `phase`, `core`, `start_cycle`, `latency_cycles`, `energy_pj` |
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from monet_ir.schedule.scheduler import DRAM, Schedule
+
+PHASES = ("forward", "backward", "optimizer", "recompute")
+
+
+def schedule_report(s: Schedule) -> dict[str, Any]:
+    g, target = s.graph, s.target
+    latency = s.latency_cycles
+    compute = onchip = offchip = 0.0
+    phase_span: dict[str, list[float]] = {}
+    phase_energy: dict[str, float] = defaultdict(float)
+    phase_ops: dict[str, int] = defaultdict(int)
+    busy: dict[int, float] = defaultdict(float)
+    ops_per_core: dict[int, int] = defaultdict(int)
+    layers = []
+    for st in s.tasks:
+        task = g.tasks[st.task]
+        if task.sig is None:
+            continue
+        compute += st.compute_pj
+        onchip += st.onchip_pj
+        offchip += st.offchip_pj
+        span = phase_span.setdefault(task.phase, [st.start, st.end])
+        span[0], span[1] = min(span[0], st.start), max(span[1], st.end)
+        phase_energy[task.phase] += st.energy_pj
+        phase_ops[task.phase] += 1
+        busy[st.core] += st.end - st.start
+        ops_per_core[st.core] += 1
+        layers.append({
+            "name": task.node, "op": task.op, "phase": task.phase, "core": st.core,
+            "start_cycle": round(st.start), "latency_cycles": round(st.end - st.start), "energy_pj": st.energy_pj,
+        })
+    interconnect = 0.0
+    transfers: dict[str, dict[str, float]] = {}
+    for tr in s.transfers:
+        entry = transfers.setdefault(tr.reason, {"count": 0, "bytes": 0, "energy_pj": 0.0})
+        entry["count"] += 1
+        entry["bytes"] += tr.bytes
+        entry["energy_pj"] += tr.energy_pj
+        if tr.src == DRAM or tr.dst == DRAM:
+            offchip += tr.energy_pj
+        else:
+            interconnect += tr.energy_pj
+    breakdown = {"compute": compute, "onchip_memory": onchip, "offchip_memory": offchip, "interconnect": interconnect}
+    return {
+        "target": target.name,
+        "frequency_hz": target.frequency_hz,
+        "latency_cycles": round(latency),
+        "latency_s": latency / target.frequency_hz,
+        "energy_pj": sum(breakdown.values()),
+        "energy_breakdown_pj": breakdown,
+        "phases": {
+            p: {"latency_cycles": round(phase_span[p][1] - phase_span[p][0]) if p in phase_span else 0,
+                "energy_pj": phase_energy.get(p, 0.0), "ops": phase_ops.get(p, 0)}
+            for p in PHASES
+        },
+        "memory": {
+            "peak_bytes": {name: trace.peak() for name, trace in s.memories.items()},
+            "capacity_bytes": {name: trace.capacity for name, trace in s.memories.items()},
+        },
+        "cores": {
+            f"core{c.id}": {"name": c.name, "kind": c.kind, "busy_cycles": round(busy.get(c.id, 0.0)),
+                            "utilization": busy.get(c.id, 0.0) / latency if latency else 0.0,
+                            "ops": ops_per_core.get(c.id, 0)}
+            for c in target.cores
+        },
+        "transfers": transfers,
+        "layers": layers,
+    }
+
+
+# ---------------------------------------------------------------------- text
+
+
+def text_summary(report: dict[str, Any]) -> str:
+    lines = []
+    model = report.get("model", "")
+    lines.append(f"MONET training-step report: {model} on {report['target']}")
+    lines.append(f"  latency  {report['latency_cycles']:,} cycles = {report['latency_s'] * 1e3:.4g} ms"
+                 f" at {report['frequency_hz'] / 1e9:.3g} GHz")
+    lines.append(f"  energy   {report['energy_pj'] / 1e9:.4g} mJ")
+    for key, value in report["energy_breakdown_pj"].items():
+        share = value / report["energy_pj"] * 100 if report["energy_pj"] else 0.0
+        lines.append(f"    {key:<15}{value / 1e9:>12.4g} mJ {share:6.1f} %")
+    lines.append("")
+    lines.append(f"  {'phase':<11}{'ops':>7}{'latency (cycles)':>19}{'energy (mJ)':>14}")
+    for phase, row in report["phases"].items():
+        if row["ops"]:
+            lines.append(f"  {phase:<11}{row['ops']:>7}{row['latency_cycles']:>19,}{row['energy_pj'] / 1e9:>14.4g}")
+    lines.append("")
+    lines.append(f"  {'core':<8}{'name':<14}{'kind':<11}{'ops':>6}{'busy (cycles)':>16}{'util':>8}")
+    for core, row in report["cores"].items():
+        lines.append(f"  {core:<8}{row['name']:<14}{row['kind']:<11}{row['ops']:>6}{row['busy_cycles']:>16,}"
+                     f"{row['utilization'] * 100:>7.1f}%")
+    lines.append("")
+    lines.append(f"  {'memory':<28}{'peak':>14}{'capacity':>14}")
+    for name, peak in report["memory"]["peak_bytes"].items():
+        cap = report["memory"]["capacity_bytes"][name]
+        cap_text = "-" if cap == float("inf") else f"{int(cap):,}"
+        lines.append(f"  {name:<28}{peak:>14,}{cap_text:>14}")
+    if "flops" in report:
+        lines.append("")
+        lines.append(f"  {'FLOPs':<11}{'matmul/conv':>18}{'other':>16}")
+        for phase, row in report["flops"].items():
+            if row["matmul_conv"] or row["other"]:
+                lines.append(f"  {phase:<11}{row['matmul_conv']:>18,}{row['other']:>16,}")
+    top = sorted(report["layers"], key=lambda r: -r["latency_cycles"])[:8]
+    if top:
+        lines.append("")
+        lines.append("  longest ops:")
+        for row in top:
+            lines.append(f"    {row['latency_cycles']:>12,} cycles  core{row['core']}  {row['phase']:<9} {row['op']:<20} {row['name']}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------- Perfetto / Chrome trace
+
+
+def chrome_trace(s: Schedule) -> dict[str, Any]:
+    """Chrome trace-event JSON (opens in ui.perfetto.dev): one track per core, one per link or
+    DRAM channel, and a counter per memory. Times in microseconds of the target clock."""
+    us = 1e6 / s.target.frequency_hz
+    events: list[dict[str, Any]] = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": s.target.name}}]
+    for c in s.target.cores:
+        events.append({"ph": "M", "pid": 1, "tid": c.id, "name": "thread_name", "args": {"name": f"core{c.id} {c.name}"}})
+    for st in s.tasks:
+        task = s.graph.tasks[st.task]
+        if task.sig is None:
+            continue
+        events.append({"ph": "X", "pid": 1, "tid": st.core, "name": task.node or task.op, "cat": task.phase,
+                       "ts": st.start * us, "dur": max((st.end - st.start) * us, 1e-3),
+                       "args": {"op": task.op, "phase": task.phase, "energy_pj": st.energy_pj}})
+    resources = sorted({tr.resource for tr in s.transfers})
+    for i, name in enumerate(resources):
+        events.append({"ph": "M", "pid": 2, "tid": i, "name": "thread_name", "args": {"name": name}})
+    if resources:
+        events.append({"ph": "M", "pid": 2, "name": "process_name", "args": {"name": "transfers"}})
+    index = {name: i for i, name in enumerate(resources)}
+    for tr in s.transfers:
+        events.append({"ph": "X", "pid": 2, "tid": index[tr.resource], "name": f"{tr.reason} {s.graph.tensors[tr.tensor].name}",
+                       "cat": tr.reason, "ts": tr.start * us, "dur": max((tr.end - tr.start) * us, 1e-3),
+                       "args": {"bytes": tr.bytes, "energy_pj": tr.energy_pj}})
+    events.append({"ph": "M", "pid": 3, "name": "process_name", "args": {"name": "memory"}})
+    for name, trace in s.memories.items():
+        for time, level in trace.timeline():
+            events.append({"ph": "C", "pid": 3, "name": name, "ts": time * us, "args": {"bytes": level}})
+    return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+# ---------------------------------------------------------------------- plots
+
+
+def write_plots(s: Schedule, report: dict[str, Any], out: Path) -> list[Path]:
+    """gantt.png (ops per core, transfers per resource), memory.png (occupancy per memory with
+    the phases shaded), energy.png (breakdown); returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    colors = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green", "recompute": "tab:purple"}
+    resources = sorted({tr.resource for tr in s.transfers})
+    rows = [f"core{c.id} {c.name}" for c in s.target.cores] + resources
+    fig, ax = plt.subplots(figsize=(14, 0.45 * len(rows) + 1.5))
+    bars: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
+    for st in s.tasks:
+        task = s.graph.tasks[st.task]
+        if task.sig is not None:
+            bars[(st.core, colors.get(task.phase, "grey"))].append((st.start, st.end - st.start))
+    offset = len(s.target.cores)
+    for tr in s.transfers:
+        bars[(offset + resources.index(tr.resource), "tab:red")].append((tr.start, tr.end - tr.start))
+    # one broken_barh per row and colour: thousands of separate bars would take seconds
+    for (row, color), spans in bars.items():
+        ax.broken_barh(spans, (row - 0.4, 0.8), color=color)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.invert_yaxis()
+    ax.set_xlabel("cycles")
+    ax.set_title(f"{report.get('model', '')} on {s.target.name}: ops per core and transfers")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (*colors.values(), "tab:red")]
+    ax.legend(handles, [*colors, "transfer"], loc="upper right", fontsize=8)
+    fig.tight_layout()
+    written.append(_save(fig, out / "gantt.png"))
+
+    traces = [t for t in s.memories.values() if t.events]
+    fig, axes = plt.subplots(len(traces), 1, figsize=(14, 2.2 * len(traces) + 1), squeeze=False)
+    for ax, trace in zip(axes[:, 0], traces, strict=True):
+        points = trace.timeline()
+        xs = [0.0] + [p[0] for p in points]
+        ys = [0] + [p[1] for p in points]
+        ax.step(xs, [y / 2**20 for y in ys], where="post", color="black", linewidth=1)
+        for phase, row in report["phases"].items():
+            if row["ops"]:
+                starts = [st.start for st in s.tasks if s.graph.tasks[st.task].phase == phase]
+                ends = [st.end for st in s.tasks if s.graph.tasks[st.task].phase == phase]
+                ax.axvspan(min(starts), max(ends), color=colors[phase], alpha=0.15, label=phase)
+        if trace.capacity != float("inf"):
+            ax.axhline(trace.capacity / 2**20, color="tab:red", linestyle="--", linewidth=0.8, label="capacity")
+        ax.set_ylabel("MiB")
+        ax.set_title(trace.name, fontsize=9)
+    axes[0, 0].legend(fontsize=8, loc="upper right")
+    axes[-1, 0].set_xlabel("cycles")
+    fig.tight_layout()
+    written.append(_save(fig, out / "memory.png"))
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    parts = report["energy_breakdown_pj"]
+    ax.bar(list(parts), [v / 1e9 for v in parts.values()], color=["tab:blue", "tab:orange", "tab:red", "tab:green"])
+    ax.set_ylabel("mJ")
+    ax.set_title(f"energy per training step: {report['energy_pj'] / 1e9:.4g} mJ")
+    fig.tight_layout()
+    written.append(_save(fig, out / "energy.png"))
+    return written
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_json(report: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n")

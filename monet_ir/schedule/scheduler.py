@@ -1,0 +1,519 @@
+"""List scheduling of a training step on a multi-core accelerator, with transfers and memory.
+
+`schedule(task_graph, target, allocation=None)` assigns every task to a core able to run it (the
+one that finishes it earliest, or one the allocation allows), orders tasks by data readiness,
+and models:
+
+- transfers between cores over the interconnect (a direct link, else a shared bus, else through
+  DRAM) and between DRAM and cores over the DRAM interface; each link, bus and the DRAM interface
+  is a resource that carries one transfer at a time at its full bandwidth, in request order
+  (Stream's model), so concurrent transfers share bandwidth by queueing;
+- the occupancy of each core's top memory and of DRAM over time: parameters, optimizer state,
+  constants and the batch live in DRAM for the whole step; a value produced on a core is
+  allocated there (if it is too large for the memory it is written to DRAM) and freed after its
+  last consumer; a value another core reads is copied there; when a memory is full, the resident
+  value whose next use is furthest away is evicted (written back to DRAM if no copy is there)
+  and reloaded when needed; each costs time on the DRAM interface and energy;
+- in-place optimizer updates write the parameter and its state back to DRAM.
+
+Times are cycles of the target's reference clock; a core's cycles are converted with its clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from monet_ir.cost.signature import Cost, LoopNestSig
+from monet_ir.schedule.taskgraph import Task, TaskGraph, TensorInfo
+from targets import Core, Target
+
+DRAM = -1  # location id of off-chip memory
+
+
+class ScheduleError(Exception):
+    """An impossible configuration: no core can run an op, DRAM too small, bad allocation."""
+
+
+@dataclass(frozen=True)
+class ScheduledTask:
+    task: int
+    core: int
+    start: float
+    end: float
+    energy_pj: float
+    compute_pj: float
+    onchip_pj: float
+    offchip_pj: float
+
+
+@dataclass(frozen=True)
+class Transfer:
+    tensor: int
+    src: int  # core id or DRAM
+    dst: int
+    start: float
+    end: float
+    bytes: int
+    energy_pj: float
+    resource: str
+    reason: str  # load | store | copy | evict | writeback
+
+
+@dataclass
+class MemoryTrace:
+    """Occupancy of one memory over time: (time, bytes in use after the event)."""
+
+    name: str
+    capacity: float
+    events: list[tuple[float, int]] = field(default_factory=list)
+
+    def peak(self) -> int:
+        level, peak = 0, 0
+        for _, delta in sorted(self.events, key=lambda e: (e[0], e[1])):
+            level += delta
+            peak = max(peak, level)
+        return peak
+
+    def timeline(self) -> list[tuple[float, int]]:
+        level, points = 0, []
+        for time, delta in sorted(self.events, key=lambda e: (e[0], e[1])):
+            level += delta
+            points.append((time, level))
+        return points
+
+
+@dataclass
+class Schedule:
+    graph: TaskGraph
+    target: Target
+    tasks: list[ScheduledTask]
+    transfers: list[Transfer]
+    memories: dict[str, MemoryTrace]
+
+    @property
+    def latency_cycles(self) -> float:
+        ends = [t.end for t in self.tasks] + [t.end for t in self.transfers]
+        return max(ends, default=0.0)
+
+
+class Resource:
+    """A link, bus or DRAM interface: one transfer at a time at `bits_per_cycle`."""
+
+    def __init__(self, name: str, bits_per_cycle: float, energy_pj_per_bit: float):
+        if bits_per_cycle <= 0:
+            raise ScheduleError(f"{name}: bandwidth must be positive")
+        self.name = name
+        self.bits_per_cycle = bits_per_cycle
+        self.energy_pj_per_bit = energy_pj_per_bit
+        self.free_at = 0.0
+
+    def reserve(self, ready: float, nbytes: int) -> tuple[float, float, float]:
+        start = max(ready, self.free_at)
+        end = start + nbytes * 8 / self.bits_per_cycle
+        self.free_at = end
+        return start, end, nbytes * 8 * self.energy_pj_per_bit
+
+
+def top_memory(core: Core) -> tuple[str, float]:
+    """Name and capacity (bytes) of the memory values live in between ops on a core: its
+    outermost level (the last declared, ZigZag order)."""
+    if not core.memories:
+        return f"core{core.id}", 0.0
+    top = max(core.memories, key=lambda m: (m.size_bits, core.memories.index(m)))
+    return f"core{core.id}.{top.name}", top.size_bytes
+
+
+class Scheduler:
+    def __init__(self, graph: TaskGraph, target: Target, allocation: Callable[[Task], tuple[int, ...] | None] | None,
+                 cost_of: Callable, can_run: Callable):
+        self.g = graph
+        self.target = target
+        self.allocation = allocation
+        self.cost_of = cost_of
+        self.can_run = can_run
+        self.freq = target.frequency_hz
+        self.core_free = [0.0] * len(target.cores)
+        self.scheduled: dict[int, ScheduledTask] = {}
+        self.transfers: list[Transfer] = []
+        # where valid copies of a tensor's storage (root) are, and when each became ready
+        self.copies: dict[int, dict[int, float]] = {}
+        self.resident_bytes = [0] * len(target.cores)
+        self.resident: list[dict[int, int]] = [dict() for _ in target.cores]  # root -> bytes
+        # frees already decided but at a time later than allocations still to come may use:
+        # those bytes still occupy the memory until then
+        self.pending_frees: list[list[tuple[float, int]]] = [[] for _ in target.cores]
+        self.streamed: set[tuple[int, int]] = set()  # (task, tensor) moved through DRAM, not held
+        self.remaining_uses: dict[int, int] = {}
+        self.mem_names = []
+        self.capacity = []
+        self.memories: dict[str, MemoryTrace] = {}
+        for core in target.cores:
+            name, cap = top_memory(core)
+            self.mem_names.append(name)
+            self.capacity.append(cap)
+            self.memories[name] = MemoryTrace(name, cap)
+        dram = target.dram
+        self.dram_name = dram.name if dram is not None else "dram"
+        self.memories[self.dram_name] = MemoryTrace(self.dram_name, dram.capacity_bytes if dram else float("inf"))
+        self.dram_read = self._dram_resource("read")
+        self.dram_write = self.dram_read if dram is None or dram.ports < 2 else self._dram_resource("write")
+        self.links = {(l.src, l.dst): Resource(f"link {l.src}->{l.dst}", l.bandwidth_bits, l.energy_pj_per_bit)
+                      for l in target.interconnect.links}
+        self.buses = [(set(b.cores), Resource(f"bus {','.join(map(str, b.cores))}", b.bandwidth_bits, b.energy_pj_per_bit))
+                      for b in target.interconnect.buses]
+        self.costs: list[dict[int, Cost]] = []
+
+    def _dram_resource(self, direction: str) -> Resource:
+        dram = self.target.dram
+        if dram is None:
+            return Resource("dram", float("inf"), 0.0)
+        energy = dram.read_energy_pj_per_bit if direction == "read" else dram.write_energy_pj_per_bit
+        return Resource(f"dram {direction}", dram.bits_per_cycle(self.freq), energy)
+
+    # ------------------------------------------------------------------ costs
+
+    def price(self) -> None:
+        cores = self.target.cores
+        for task in self.g.tasks:
+            allowed = self.allowed_cores(task)
+            if task.sig is None:
+                self.costs.append({c: None for c in allowed})  # views: free, run where the data is
+                continue
+            options = {}
+            for c in allowed:
+                core = cores[c]
+                if self.can_run(task.sig, core):
+                    options[c] = self.cost_of(task.sig, core)
+            if not options:
+                kind = "loop nest" if isinstance(task.sig, LoopNestSig) else task.sig.kind
+                where = "the allowed cores " + str(list(allowed)) if self.allocation else f"target '{self.target.name}'"
+                raise ScheduleError(f"no core of {where} can run {task.op} (node '{task.node}', {kind} op)")
+            self.costs.append(options)
+
+    def allowed_cores(self, task: Task) -> tuple[int, ...]:
+        every = tuple(range(len(self.target.cores)))
+        if self.allocation is None:
+            return every
+        chosen = self.allocation(task)
+        if chosen is None:
+            return every
+        bad = [c for c in chosen if c not in every]
+        if bad:
+            raise ScheduleError(f"allocation of node '{task.node}' names core(s) {bad}, the target has {list(every)}")
+        return tuple(chosen)
+
+    def cycles(self, cost: Cost, core_id: int) -> float:
+        return cost.latency_cycles * self.freq / self.target.cores[core_id].clock_hz
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self) -> Schedule:
+        self.price()
+        g = self.g
+        for t in g.tensors:
+            if t.root == t.id:
+                self.remaining_uses[t.id] = 0
+        self.root_consumers: dict[int, list[int]] = {}
+        for t in g.tensors:
+            self.remaining_uses[t.root] += len(t.consumers)
+            self.root_consumers.setdefault(t.root, []).extend(t.consumers)
+        for consumers in self.root_consumers.values():
+            consumers.sort()
+        self._initial_dram()
+        indegree = [len(t.preds) for t in g.tasks]
+        succ = g.successors()
+        ready_time = [0.0] * len(g.tasks)
+        heap = [(0.0, t.index) for t in g.tasks if indegree[t.index] == 0]
+        heapq.heapify(heap)
+        while heap:
+            _, index = heapq.heappop(heap)
+            done = self.place(g.tasks[index], ready_time[index])
+            for s in succ[index]:
+                ready_time[s] = max(ready_time[s], done)
+                indegree[s] -= 1
+                if indegree[s] == 0:
+                    heapq.heappush(heap, (ready_time[s], s))
+        if len(self.scheduled) != len(g.tasks):
+            raise ScheduleError("the task graph has a cycle")
+        self._check_dram()
+        tasks = [self.scheduled[i] for i in range(len(g.tasks))]
+        return Schedule(g, self.target, tasks, self.transfers, self.memories)
+
+    def _initial_dram(self) -> None:
+        trace = self.memories[self.dram_name]
+        for t in self.g.tensors:
+            if t.producer is None and t.root == t.id:
+                self.copies[t.id] = {DRAM: 0.0}
+                trace.events.append((0.0, t.bytes))
+            elif t.kind == "const":
+                self.copies[t.id] = {DRAM: 0.0}
+                trace.events.append((0.0, t.bytes))
+
+    def _check_dram(self) -> None:
+        dram = self.target.dram
+        if dram is None:
+            return
+        peak = self.memories[self.dram_name].peak()
+        if peak > dram.capacity_bytes:
+            raise ScheduleError(
+                f"target '{self.target.name}': DRAM '{dram.name}' holds {dram.capacity_bytes} bytes, "
+                f"the training step needs {peak} bytes in it"
+            )
+
+    # ------------------------------------------------------------------ one task
+
+    def place(self, task: Task, ready: float) -> float:
+        options = self.costs[task.index]
+        if task.sig is None:
+            core = self._where_data_is(task, tuple(options))
+            start = max(ready, self._inputs_ready_at(task, core))
+            self.scheduled[task.index] = ScheduledTask(task.index, core, start, start, 0.0, 0.0, 0.0, 0.0)
+            self._produce(task, core, start, start, allocate=False)
+            self._release_inputs(task, start)
+            return start
+        best = None
+        for c, cost in options.items():
+            start = max(ready, self.core_free[c], self._estimate_arrival(task, c, ready))
+            finish = start + self.cycles(cost, c)
+            key = (finish, cost.energy_pj, c)
+            if best is None or key < best[0]:
+                best = (key, c, cost)
+        _, core, cost = best
+        arrival = self._bring_inputs(task, core, max(ready, self.core_free[core]))
+        start = max(ready, self.core_free[core], arrival)
+        start = self._room_for_outputs(task, core, start)
+        end = start + self.cycles(cost, core)
+        self.core_free[core] = end
+        compute, onchip, offchip = split_energy(cost)
+        self.scheduled[task.index] = ScheduledTask(task.index, core, start, end, cost.energy_pj, compute, onchip, offchip)
+        self._produce(task, core, start, end, allocate=True)
+        if task.in_place:
+            self._write_back(task, core, end)
+        self._release_inputs(task, end)
+        return end
+
+    def _where_data_is(self, task: Task, allowed: tuple[int, ...]) -> int:
+        for tid in task.reads:
+            for loc in self.copies.get(self.g.tensors[tid].root, {}):
+                if loc != DRAM and loc in allowed:
+                    return loc
+        return allowed[0]
+
+    def _inputs_ready_at(self, task: Task, core: int) -> float:
+        times = [min(self.copies.get(self.g.tensors[t].root, {0: 0.0}).values()) for t in task.reads]
+        return max(times, default=0.0)
+
+    def _estimate_arrival(self, task: Task, core: int, ready: float) -> float:
+        arrival = 0.0
+        for tid in task.reads:
+            root = self.g.tensors[tid].root
+            copies = self.copies.get(root, {})
+            if core in copies:
+                arrival = max(arrival, copies[core])
+                continue
+            if self._streamed(root, core) or not copies:
+                continue
+            src, at = min(copies.items(), key=lambda kv: kv[1])
+            res = self._route(src, core)
+            nbytes = self.g.tensors[root].bytes
+            arrival = max(arrival, max(at, ready, res[0].free_at) + sum(nbytes * 8 / r.bits_per_cycle for r in res))
+        return arrival
+
+    def _streamed(self, root: int, core: int) -> bool:
+        """A value too large for half of the core's top memory is streamed from DRAM by the op
+        itself (its cost already counts that traffic), not copied in beforehand."""
+        return self.g.tensors[root].bytes > 0.5 * self.capacity[core]
+
+    def _route(self, src: int, dst: int) -> list[Resource]:
+        if src == DRAM:
+            return [self.dram_read]
+        if dst == DRAM:
+            return [self.dram_write]
+        link = self.links.get((src, dst))
+        if link is not None:
+            return [link]
+        for members, bus in self.buses:
+            if src in members and dst in members:
+                return [bus]
+        return [self.dram_write, self.dram_read]
+
+    def _bring_inputs(self, task: Task, core: int, ready: float) -> float:
+        arrival = 0.0
+        needed = {self.g.tensors[t].root for t in task.reads}
+        for tid in task.reads:
+            root = self.g.tensors[tid].root
+            copies = self.copies.setdefault(root, {})
+            if core in copies:
+                arrival = max(arrival, copies[core])
+                continue
+            if self._streamed(root, core):
+                if DRAM not in copies and copies:
+                    src, at = min(copies.items(), key=lambda kv: kv[1])
+                    self.memories[self.dram_name].events.append((at, self.g.tensors[root].bytes))
+                    copies[DRAM] = self._transfer(root, src, DRAM, at, "store")
+                arrival = max(arrival, copies.get(DRAM, 0.0))
+                continue
+            src, at = min(copies.items(), key=lambda kv: kv[1])
+            nbytes = self.g.tensors[root].bytes
+            when = self._room_at(core, nbytes, needed, max(at, ready))
+            if when is None:
+                self.streamed.add((task.index, root))
+                if DRAM not in copies:
+                    self.memories[self.dram_name].events.append((at, nbytes))
+                    copies[DRAM] = self._transfer(root, src, DRAM, at, "store")
+                arrival = max(arrival, copies[DRAM])
+                continue
+            end = self._transfer(root, src, core, when, "load" if src == DRAM else "copy")
+            self._allocate(core, root, when)
+            copies[core] = end
+            arrival = max(arrival, end)
+        return arrival
+
+    def _transfer(self, root: int, src: int, dst: int, ready: float, reason: str) -> float:
+        nbytes = self.g.tensors[root].bytes
+        time = ready
+        for res in self._route(src, dst):
+            start, end, energy = res.reserve(time, nbytes)
+            self.transfers.append(Transfer(root, src, dst, start, end, nbytes, energy, res.name, reason))
+            time = end
+        return time
+
+    def _produce(self, task: Task, core: int, start: float, end: float, allocate: bool) -> None:
+        for tid in task.writes:
+            t = self.g.tensors[tid]
+            if t.root != tid:
+                continue  # a view of existing storage
+            if not allocate:
+                continue  # constants are in DRAM from the start
+            if t.bytes > self.capacity[core] * 0.5 or (task.index, tid) in self.streamed:
+                # too large to keep on chip: the op writes it to DRAM as it goes
+                self.copies[tid] = {DRAM: end}
+                self.memories[self.dram_name].events.append((start, t.bytes))
+                continue
+            self._allocate(core, tid, start)
+            self.copies[tid] = {core: end}
+            if self.remaining_uses.get(tid, 0) == 0:
+                self._free(tid, end)
+
+    def _write_back(self, task: Task, core: int, end: float) -> None:
+        for tid in task.in_place:
+            root = self.g.tensors[tid].root
+            copies = self.copies.setdefault(root, {})
+            if core in copies:
+                done = self._transfer(root, core, DRAM, end, "writeback")
+                # other on-chip copies are stale now
+                for loc in [l for l in copies if l not in (core, DRAM)]:
+                    self._drop(loc, root, end)
+                copies[DRAM] = done
+
+    def _release_inputs(self, task: Task, end: float) -> None:
+        for root in {self.g.tensors[t].root for t in task.reads}:
+            self.remaining_uses[root] -= sum(1 for t in task.reads if self.g.tensors[t].root == root)
+            if self.remaining_uses[root] <= 0:
+                self._free(root, end)
+
+    # ------------------------------------------------------------------ memory
+
+    def _allocate(self, core: int, root: int, time: float) -> None:
+        nbytes = self.g.tensors[root].bytes
+        self.resident[core][root] = nbytes
+        self.resident_bytes[core] += nbytes
+        self.memories[self.mem_names[core]].events.append((time, nbytes))
+
+    def _drop(self, core: int, root: int, time: float) -> None:
+        nbytes = self.resident[core].pop(root, None)
+        if nbytes is None:
+            return
+        self.resident_bytes[core] -= nbytes
+        self.memories[self.mem_names[core]].events.append((time, -nbytes))
+        self.pending_frees[core].append((time, nbytes))
+        self.copies.get(root, {}).pop(core, None)
+
+    def _room_at(self, core: int, nbytes: int, keep: set[int], time: float) -> float | None:
+        """The earliest time >= `time` at which `nbytes` fit in the core's top memory: waiting
+        for frees already decided, then evicting. Returns when the bytes can be placed."""
+        capacity = self.capacity[core]
+        pending = sorted(p for p in self.pending_frees[core] if p[0] > time)
+        self.pending_frees[core] = pending
+        still = sum(b for _, b in pending)
+        while self.resident_bytes[core] + still + nbytes > capacity and pending:
+            if self.resident_bytes[core] + nbytes <= capacity:
+                # waiting for the next free is enough; prefer it to evicting live values
+                when, freed = pending.pop(0)
+                time, still = when, still - freed
+                continue
+            break
+        if self.resident_bytes[core] + still + nbytes > capacity:
+            self._make_room(core, nbytes + still, keep, time)
+        if self.resident_bytes[core] + still + nbytes > capacity:
+            return None  # the op's own operands fill the memory: this one is streamed instead
+        return time
+
+    def _room_for_outputs(self, task: Task, core: int, start: float) -> float:
+        keep = {self.g.tensors[r].root for r in task.reads}
+        need = 0
+        for tid in task.writes:
+            t = self.g.tensors[tid]
+            if t.root == tid and t.bytes <= self.capacity[core] * 0.5:
+                # outputs are placed together: check each one with those before it
+                when = self._room_at(core, need + t.bytes, keep, start)
+                if when is None:
+                    self.streamed.add((task.index, tid))
+                else:
+                    start, need = when, need + t.bytes
+        return start
+
+    def _free(self, root: int, time: float) -> None:
+        t = self.g.tensors[root]
+        for loc in list(self.copies.get(root, {})):
+            if loc == DRAM:
+                if not t.persistent and t.producer is not None:
+                    self.memories[self.dram_name].events.append((time, -t.bytes))
+                    self.copies[root].pop(DRAM)
+            else:
+                self._drop(loc, root, time)
+
+    def _make_room(self, core: int, nbytes: int, keep: set[int], time: float) -> None:
+        capacity = self.capacity[core]
+        while self.resident_bytes[core] + nbytes > capacity:
+            victims = [r for r in self.resident[core] if r not in keep]
+            if not victims:
+                return  # nothing left to evict: the op's own operands exceed the memory
+            victim = max(victims, key=self._next_use)
+            copies = self.copies.setdefault(victim, {})
+            if DRAM not in copies and self.remaining_uses.get(victim, 0) > 0:
+                at = max(time, copies.get(core, time))
+                self.memories[self.dram_name].events.append((at, self.g.tensors[victim].bytes))
+                copies[DRAM] = self._transfer(victim, core, DRAM, at, "evict")
+            self._drop(core, victim, time)
+
+    def _next_use(self, root: int) -> int:
+        for consumer in self.root_consumers.get(root, ()):
+            if consumer not in self.scheduled:
+                return consumer
+        return 1 << 60
+
+
+def split_energy(cost: Cost) -> tuple[float, float, float]:
+    """(compute, on-chip memory, off-chip memory) parts of an op's energy."""
+    compute = onchip = offchip = 0.0
+    for key, value in cost.breakdown_pj.items():
+        if key in ("mac", "ops", "compute"):
+            compute += value
+        elif key.startswith("dram") or key.startswith("offchip"):
+            offchip += value
+        else:
+            onchip += value
+    return compute, onchip, offchip
+
+
+def schedule(graph: TaskGraph, target: Target, allocation=None) -> Schedule:
+    from monet_ir.cost import can_run, cost_of
+
+    return Scheduler(graph, target, allocation, cost_of, can_run).run()
+
+
+def tensor_label(t: TensorInfo) -> str:
+    return t.name

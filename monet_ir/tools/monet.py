@@ -1,0 +1,151 @@
+"""`monet`: the whole pipeline in one process.
+
+    monet report MODEL.onnx --target NAME|file.yaml --out DIR
+                 [--loss cross-entropy|mse|sum|none] [--optimizer sgd|momentum|adam|adamw] [--lr LR]
+                 [--mapping alloc.yaml] [--precision fp32|bf16|fp16|int8] [--inference]
+                 [--dim NAME=N] [--no-plots]
+    monet targets                      # list the built-in targets
+
+`report` imports the model, differentiates it and inserts the optimizer (unless `--inference`),
+prices every op on every core of the target, schedules the step and writes `report.json`,
+`report.txt`, `trace.json` (Perfetto / chrome://tracing), `gantt.png`, `memory.png` and
+`energy.png` to DIR, printing the summary. Nothing goes through text IR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from monet_ir.errors import UsageError, run_reporting_errors
+
+from monet_ir.precision import PRECISION_BITS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="monet", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    report = sub.add_parser("report", help="latency, energy and memory of one training step")
+    report.add_argument("model", help="ONNX model")
+    report.add_argument("--target", required=True, help="built-in target name or target YAML (ours or Stream's)")
+    report.add_argument("--out", required=True, help="output directory")
+    report.add_argument("--loss", default="cross-entropy", choices=["cross-entropy", "mse", "sum", "none"])
+    report.add_argument("--labels", default="labels", help="name of the labels input the loss adds")
+    report.add_argument("--optimizer", default="adam", choices=["sgd", "momentum", "adam", "adamw"])
+    report.add_argument("--lr", type=float, default=1e-3)
+    report.add_argument("--mapping", help="core allocation YAML (Stream style: name, core_allocation)")
+    report.add_argument("--precision", choices=sorted(PRECISION_BITS),
+                        help="number format of weights, activations and gradients (default: the model's)")
+    report.add_argument("--inference", action="store_true", help="the forward pass only: no loss, no optimizer")
+    report.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
+    report.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    sub.add_parser("targets", help="list the built-in targets")
+    return parser
+
+
+class Progress:
+    """One line per stage on stderr, with its wall time (the report itself goes to stdout)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.t0 = time.perf_counter()
+
+    def step(self, what: str) -> None:
+        if self.enabled:
+            print(f"[{time.perf_counter() - self.t0:6.2f} s] {what}", file=sys.stderr, flush=True)
+
+
+def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, Any], Any]:
+    from xdsl.context import Context
+
+    from monet_ir.analysis.accounting import flops_by_phase, memory_summary
+    from monet_ir.frontend.onnx_import import import_onnx
+    from monet_ir.graph import step_function
+    from monet_ir.schedule.mapping import load_allocation
+    from monet_ir.schedule.scheduler import schedule
+    from monet_ir.schedule.taskgraph import extract
+    from monet_ir.tools.monet_opt import parse_dims
+    from passes.autodiff import AutodiffPass
+    from passes.insert_optimizer import InsertOptimizerPass
+    from targets import get_target
+
+    progress.step(f"importing {args.model}")
+    module = import_onnx(args.model, dims=parse_dims(args.dim))
+    pipeline = []
+    if not args.inference:
+        ctx = Context()
+        autodiff = AutodiffPass(loss=args.loss, labels=args.labels)
+        optimizer = InsertOptimizerPass(kind=args.optimizer, lr=args.lr)
+        progress.step("autodiff, insert-optimizer")
+        autodiff.apply(ctx, module)
+        optimizer.apply(ctx, module)
+        pipeline = [autodiff.pipeline_pass_spec(), optimizer.pipeline_pass_spec()]
+    fn = step_function(module)
+    progress.step(f"loading target {args.target}")
+    target = get_target(args.target, precision=args.precision)
+    allocation = None
+    if args.mapping:
+        allocation = load_allocation(args.mapping)
+        allocation.check_cores(len(target.cores))
+    bits = PRECISION_BITS[args.precision] if args.precision else None
+    graph = extract(fn, bits=bits)
+    progress.step(f"costing and scheduling {len(graph.tasks)} ops on {len(target.cores)} cores")
+    sched = schedule(graph, target, allocation)
+    progress.step("writing the report")
+    from monet_ir.emit.step_report import schedule_report
+
+    report: dict[str, Any] = {
+        "model": Path(args.model).name,
+        "pipeline": ",".join(str(p) for p in pipeline) if pipeline else "inference",
+        "precision": args.precision or "model",
+        "flops": flops_by_phase(fn),
+    }
+    memory = memory_summary(fn)
+    sched_part = schedule_report(sched)
+    memory.update(sched_part.pop("memory"))
+    report.update(sched_part)
+    report["memory"] = memory
+    return report, sched
+
+
+def run_report(args: argparse.Namespace) -> None:
+    from monet_ir.emit.step_report import chrome_trace, text_summary, write_json, write_plots
+
+    progress = Progress(enabled=True)
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
+    report, sched = make_report(args, progress)
+    write_json(report, out / "report.json")
+    summary = text_summary(report)
+    (out / "report.txt").write_text(summary)
+    import json
+
+    (out / "trace.json").write_text(json.dumps(chrome_trace(sched)))
+    if not args.no_plots:
+        write_plots(sched, report, out)
+    progress.step(f"wrote {out}/report.json, report.txt, trace.json" + ("" if args.no_plots else ", gantt.png, memory.png, energy.png"))
+    sys.stdout.write(summary)
+
+
+def run_targets() -> None:
+    from targets import list_builtin_targets
+
+    for name in list_builtin_targets():
+        print(name)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    work = (lambda: run_report(args)) if args.command == "report" else run_targets
+    sys.exit(run_reporting_errors("monet", work))
+
+
+if __name__ == "__main__":
+    main()

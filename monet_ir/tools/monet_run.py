@@ -1,0 +1,127 @@
+"""`monet-run`: execute a training step on numpy, the reference semantics of the MONET dialects.
+
+    monet-run MODEL.onnx|STEP.mlir [-p PIPELINE] [--params P.npz] [--inputs I.npz] --out OUT.npz
+              [--all-values] [--dim NAME=N]
+
+The pipeline (default `autodiff` for an ONNX model, none for IR) runs in process on the module.
+Parameters default to the ONNX initializers; `--params` adds or overrides them (and optimizer
+state by `monet.state` name). `--inputs` gives the data inputs by name (`x`, `labels`, ...).
+
+OUT.npz holds `loss` (the first result), `grad/<param>` for every gradient result, the updated
+`<param>` and `<state>` arrays when the step has optimizer ops, and with `--all-values` every
+ONNX tensor's value `value/<onnx name>` and gradient `grad/<onnx name>` (ONNX inputs only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from monet_ir.errors import UsageError, run_reporting_errors
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="monet-run", description=__doc__.splitlines()[0])
+    parser.add_argument("model", help="an ONNX model or a MONET IR (.mlir) file")
+    parser.add_argument("-p", "--passes", default=None, help="pass pipeline (default for ONNX: autodiff)")
+    parser.add_argument("--params", help="npz of parameters (and optimizer state) by name")
+    parser.add_argument("--inputs", help="npz of data inputs by name")
+    parser.add_argument("--out", required=True, help="npz to write")
+    parser.add_argument("--all-values", action="store_true", help="also write every ONNX tensor's value and gradient")
+    parser.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
+    return parser
+
+
+def load_npz(path: str | None, what: str) -> dict[str, Any]:
+    if path is None:
+        return {}
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{what} {path}: cannot read npz ({e})") from None
+
+
+def run(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from monet_ir import parse_module
+    from monet_ir.frontend.onnx_import import import_onnx
+    from monet_ir.graph import step_function
+    from monet_ir.interp.run import load_parameters, run_module
+    from monet_ir.tools.monet_opt import parse_dims
+
+    names: dict = {}
+    is_onnx = args.model.endswith(".onnx")
+    if is_onnx:
+        module = import_onnx(args.model, dims=parse_dims(args.dim), value_names=names)
+        params = load_parameters(args.model)
+    else:
+        try:
+            with open(args.model) as f:
+                module = parse_module(f.read(), args.model)
+        except OSError as e:
+            raise UsageError(f"{args.model}: cannot read file: {e.strerror}") from None
+        params = {}
+    params.update(load_npz(args.params, "--params"))
+    inputs = load_npz(args.inputs, "--inputs")
+    grads = apply_pipeline(module, args.passes if args.passes is not None else ("autodiff" if is_onnx else ""))
+    module.verify()
+    result = run_module(module, params, inputs, keep_values=args.all_values)
+
+    out: dict[str, Any] = {}
+    fn = step_function(module)
+    res_attrs = fn.res_attrs.data if fn.res_attrs is not None else ()
+    for i, array in enumerate(result.outputs):
+        attrs = res_attrs[i].data if i < len(res_attrs) else {}
+        if "monet.loss" in attrs or (i == 0 and "monet.grad" not in attrs):
+            out["loss"] = array
+        elif "monet.grad" in attrs:
+            out[f"grad/{attrs['monet.grad'].data}"] = array
+        else:
+            out[f"output/{i}"] = array
+    if any(op.name.startswith("train.") for op in fn.walk()):
+        out.update(result.state)
+    if args.all_values and result.values is not None:
+        for onnx_name, value in names.items():
+            if value in result.values:
+                out[f"value/{onnx_name}"] = result.values[value]
+            g = grads.get(value)
+            if g is not None and g in result.values:
+                out[f"grad/{onnx_name}"] = result.values[g]
+    np.savez(args.out, **out)
+    print(f"monet-run: wrote {len(out)} arrays to {args.out}" + (f" (loss {float(out['loss']):.6g})" if "loss" in out else ""))
+
+
+def apply_pipeline(module: Any, spec: str) -> dict:
+    """Run the passes of `spec`; returns autodiff's value → gradient map (empty without it)."""
+    from xdsl.passes import PassPipeline
+
+    from monet_ir.registry import all_passes, make_context
+    from passes.autodiff import AutodiffPass
+
+    grads: dict = {}
+    if not spec:
+        return grads
+    ctx = make_context()
+    pipeline = PassPipeline.parse_spec(all_passes(), spec)
+    for p in pipeline.passes:
+        if isinstance(p, AutodiffPass):
+            grads = p.differentiate(module)
+        else:
+            p.apply(ctx, module)
+        module.verify()
+    return grads
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    sys.exit(run_reporting_errors("monet-run", lambda: run(args)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""`schedule`: assign every op to a core and a time, with transfers and memory occupancy.
+
+    schedule{target=NAME|path.yaml mapping=alloc.yaml precision=fp32|bf16|fp16|fp8|int8}
+
+Options:
+- `target` (default: the module's `monet.target`, set by `annotate-cost`): the accelerator.
+- `mapping` (default: none): a core allocation file (`monet_ir.schedule.mapping`).
+- `precision` (default: the module's `monet.precision`, else each tensor's element type).
+
+Every op gets `monet.schedule = #hw.sched<core = c, start = s, end = e>` (cycles of the target's
+reference clock). The module records the target, mapping and precision, plus
+`monet.latency_cycles` and `monet.energy_pj`; `-t monet-report` turns it into the full report.
+The scheduler itself is `monet_ir.schedule.scheduler`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import FloatAttr, ModuleOp, StringAttr, f64
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from monet_ir import graph
+
+
+@dataclass(frozen=True)
+class SchedulePass(ModulePass):
+    name = "schedule"
+
+    target: str = ""
+    mapping: str = ""
+    precision: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from dialects.hw import SchedAttr
+        from monet_ir.emit.step_report import schedule_report
+
+        target, mapping, precision = resolved_options(op, self.target, self.mapping, self.precision)
+        s = run_schedule(op, target, mapping, precision)
+        fn = graph.step_function(op)
+        for operation, placed in zip(graph.compute_ops(fn), s.tasks, strict=True):
+            operation.attributes["monet.schedule"] = SchedAttr(placed.core, placed.start, placed.end)
+        summary = schedule_report(s)
+        op.attributes["monet.target"] = StringAttr(target)
+        if mapping:
+            op.attributes["monet.mapping"] = StringAttr(mapping)
+        if precision:
+            op.attributes["monet.precision"] = StringAttr(precision)
+        op.attributes["monet.latency_cycles"] = FloatAttr(float(summary["latency_cycles"]), f64)
+        op.attributes["monet.energy_pj"] = FloatAttr(float(summary["energy_pj"]), f64)
+
+
+def resolved_options(module: ModuleOp, target: str, mapping: str, precision: str) -> tuple[str, str, str]:
+    """Options given to the pass, else those recorded on the module by earlier passes."""
+    def recorded(key: str) -> str:
+        attr = module.attributes.get(key)
+        return attr.data if isinstance(attr, StringAttr) else ""
+
+    target = target or recorded("monet.target")
+    if not target:
+        raise PassFailedException("schedule: no target: give target=NAME|file.yaml or run annotate-cost first")
+    return target, mapping or recorded("monet.mapping"), precision or recorded("monet.precision")
+
+
+def run_schedule(module: ModuleOp, target_name: str, mapping: str, precision: str):
+    from monet_ir.precision import precision_bits
+    from monet_ir.schedule.mapping import load_allocation
+    from monet_ir.schedule.scheduler import schedule
+    from monet_ir.schedule.taskgraph import extract
+    from targets import get_target
+
+    try:
+        bits = precision_bits(precision)
+    except ValueError as e:
+        raise PassFailedException(f"schedule: {e}") from None
+    target = get_target(target_name, precision=precision or None)
+    allocation = load_allocation(mapping) if mapping else None
+    if allocation is not None:
+        allocation.check_cores(len(target.cores))
+    return schedule(extract(graph.step_function(module), bits=bits), target, allocation)

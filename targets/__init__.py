@@ -1,0 +1,46 @@
+"""Accelerator target descriptions: data model, loaders (our YAML, Stream/ZigZag YAML) and the
+built-in targets.  Importing this package does not import yaml or numpy."""
+
+from .errors import TargetError
+from .loader import (
+    get_target,
+    list_builtin_targets,
+    load_target_file,
+    load_zigzag_core,
+    target_from_zigzag_core,
+)
+from .model import (
+    ArrayDim,
+    Bus,
+    Core,
+    Dram,
+    Interconnect,
+    Link,
+    MemoryLevel,
+    OperationalArray,
+    Port,
+    PrecisionCost,
+    SpatialUnroll,
+    Target,
+)
+
+__all__ = [
+    "ArrayDim",
+    "Bus",
+    "Core",
+    "Dram",
+    "Interconnect",
+    "Link",
+    "MemoryLevel",
+    "OperationalArray",
+    "Port",
+    "PrecisionCost",
+    "SpatialUnroll",
+    "Target",
+    "TargetError",
+    "get_target",
+    "list_builtin_targets",
+    "load_target_file",
+    "load_zigzag_core",
+    "target_from_zigzag_core",
+]

@@ -1,0 +1,40 @@
+"""Error type of the target loader and the collector that gathers every problem of a file."""
+
+from __future__ import annotations
+
+
+class TargetError(Exception):
+    """A target description could not be loaded.
+
+    `problems` holds one line per problem, each ``"<file>: <field.path>: <problem>"``.
+    ``str(error)`` is those lines joined by newlines, so a single problem prints as one line.
+    """
+
+    def __init__(self, problems: list[str] | tuple[str, ...] | str):
+        if isinstance(problems, str):
+            problems = (problems,)
+        self.problems = tuple(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class Problems:
+    """Collects validation problems of one file; `raise_if_any` turns them into a TargetError."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.lines: list[str] = []
+
+    def add(self, path: str, problem: str, file: str | None = None) -> None:
+        # Newlines inside a problem would break the one-line-per-problem contract.
+        text = " ".join(str(problem).split())
+        self.lines.append(f"{file or self.file}: {path or '<top>'}: {text}")
+
+    def extend(self, other: "Problems") -> None:
+        self.lines.extend(other.lines)
+
+    def __bool__(self) -> bool:
+        return bool(self.lines)
+
+    def raise_if_any(self) -> None:
+        if self.lines:
+            raise TargetError(self.lines)

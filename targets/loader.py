@@ -1,0 +1,123 @@
+"""Load a target by built-in name or from a file, in our format or Stream/ZigZag's.
+
+Formats are told apart by their top-level keys:
+* a Stream system has ``cores`` as a mapping of id -> core file (plus ``offchip_core``,
+  ``core_connectivity``...);
+* a ZigZag core has ``memories`` and ``operational_array`` (or ``multipliers``); it loads as a
+  one-core target;
+* anything else is read as our own format (``cores`` is a list).
+
+Every problem of a file is collected and raised together as one `TargetError`, one line each.
+`yaml` is imported inside the functions that parse, to keep ``import targets`` cheap.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any
+
+from .errors import Problems, TargetError
+from .model import Core, Interconnect, Target
+from .own_format import read_own_target
+from .zigzag_format import read_offchip, read_stream_system, read_zigzag_core
+
+BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "builtin")
+
+
+def list_builtin_targets() -> list[str]:
+    """Names of the targets shipped in targets/builtin/."""
+    return sorted(name[: -len(".yaml")] for name in os.listdir(BUILTIN_DIR) if name.endswith(".yaml"))
+
+
+def parse_yaml(path: str, problems: Problems) -> Any:
+    """Parse a YAML file; a missing file or bad syntax becomes a problem line, not a traceback."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return yaml.safe_load(handle)
+    except FileNotFoundError:
+        problems.add("<file>", "file not found", file=path)
+    except IsADirectoryError:
+        problems.add("<file>", "is a directory, not a YAML file", file=path)
+    except UnicodeDecodeError as error:
+        problems.add("<file>", f"not UTF-8 text ({error.reason})", file=path)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}" if mark is not None else "<yaml>"
+        reason = getattr(error, "problem", None) or str(error)
+        problems.add(where, f"invalid YAML: {reason}", file=path)
+    return None
+
+
+def _is_stream_system(data: dict) -> bool:
+    return isinstance(data.get("cores"), dict) or "core_connectivity" in data or "offchip_core" in data
+
+
+def _is_zigzag_core(data: dict) -> bool:
+    return "memories" in data and ("operational_array" in data or "multipliers" in data)
+
+
+def load_target_file(path: str, precision: str | None = None) -> Target:
+    """Load a target description file of any supported format."""
+    problems = Problems(path)
+    data = parse_yaml(path, problems)
+    problems.raise_if_any()
+    if not isinstance(data, dict):
+        problems.add("<top>", f"expected a mapping at the top level, got {type(data).__name__}")
+        problems.raise_if_any()
+    if _is_stream_system(data):
+        target = read_stream_system(data, path, problems, parse_yaml, precision)
+    elif _is_zigzag_core(data):
+        target = _single_core_target(data, path, problems, precision)
+    else:
+        if precision is not None:
+            problems.add("precision", "a precision can only be chosen for Stream/ZigZag files")
+        target = read_own_target(data, path, problems)
+    problems.raise_if_any()
+    assert target is not None
+    return target
+
+
+def _single_core_target(data: dict, path: str, problems: Problems, precision: str | None) -> Target | None:
+    core = read_zigzag_core(data, path, problems, 0, precision)
+    if core is None:
+        return None
+    return Target(core.name, (core,), None, Interconnect(), (), core.clock_hz, path)
+
+
+def load_zigzag_core(path: str, core_id: int = 0, precision: str | None = None, kind: str | None = None) -> Core:
+    """One ZigZag core YAML as a Core (no DRAM attached)."""
+    problems = Problems(path)
+    data = parse_yaml(path, problems)
+    problems.raise_if_any()
+    core = read_zigzag_core(data, path, problems, core_id, precision, kind)
+    problems.raise_if_any()
+    assert core is not None
+    return core
+
+
+def target_from_zigzag_core(core_path: str, offchip_path: str | None = None, precision: str | None = None) -> Target:
+    """A one-core target from a ZigZag core YAML, with the DRAM of a Stream offchip core file."""
+    core = load_zigzag_core(core_path, precision=precision)
+    dram = None
+    if offchip_path is not None:
+        problems = Problems(offchip_path)
+        dram = read_offchip(parse_yaml(offchip_path, problems), offchip_path, problems)
+        problems.raise_if_any()
+    core = replace(core, dram=dram)
+    return Target(core.name, (core,), dram, Interconnect(), (), core.clock_hz, core_path)
+
+
+def get_target(name_or_path: str, precision: str | None = None) -> Target:
+    """A built-in target by name (see `list_builtin_targets`) or a target file by path."""
+    if not isinstance(name_or_path, str) or not name_or_path:
+        raise TargetError(f"{name_or_path!r}: <name>: expected a built-in target name or a file path")
+    builtin = os.path.join(BUILTIN_DIR, f"{name_or_path}.yaml")
+    if os.sep not in name_or_path and not name_or_path.endswith((".yaml", ".yml")) and os.path.isfile(builtin):
+        return load_target_file(builtin, precision)
+    if os.path.exists(name_or_path):
+        return load_target_file(name_or_path, precision)
+    known = ", ".join(list_builtin_targets())
+    raise TargetError(f"{name_or_path}: <name>: no such file and no built-in target of that name (built-in: {known})")

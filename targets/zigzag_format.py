@@ -1,0 +1,399 @@
+"""Readers for ZigZag core YAMLs and Stream system YAMLs, unchanged.
+
+ZigZag core (``zigzag/inputs/hardware/*.yaml``, Stream's ``cores/*.yaml``):
+* ``memories``: name -> {size (bits), r_cost, w_cost (pJ per access of a port's
+  ``bandwidth_max`` bits), area, latency, operands [I1, I2, O], ports, served_dimensions}.
+  Ports are either the ZigZag 3 list ``{name, type, bandwidth_min, bandwidth_max, allocation:
+  ["I1, tl", ...]}`` or the older ZigZag 2 form (``r_bw``/``w_bw``, ``r_port``/``w_port``/
+  ``rw_port`` counts, ``min_r_granularity``, and ``ports`` = one {direction: port name} mapping
+  per operand in ``operands`` order); both are read.
+* ``operational_array`` (older files: ``multipliers``): unit_energy (pJ/MAC), dimensions, sizes,
+  optional systolic_dimensions.
+* ``dataflows``: {D1: ["K, 32"], ...}; absent means "let the cost model choose".
+
+Operand names map I1 -> I, I2 -> W, O -> O (ZigZag's default memory_operand_links).  A core's
+precision is int8 (ZigZag convention: 8-bit weights/inputs, 16-bit partial sums, 8-bit outputs)
+unless the caller chooses one; the file's unit_energy is then taken as the energy of one MAC at
+that precision.
+
+Stream system: name, cores {id: core file}, offchip_core (a core file whose ``dram`` memory is the
+DRAM), core_connectivity (``"a, b"`` = a pair of links, ``"a, b, c"`` = one bus), bandwidth
+(bits/cycle, every link), unit_energy_cost (energy per cycle of link activity), and
+core_memory_sharing.  Core paths are resolved relative to the system file, then in its ``cores/``
+folder, then by base name in those two folders (Stream looks files up under its own
+``stream/inputs`` tree, which does not exist here).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .errors import Problems
+from .fields import Fields, join
+from .model import (
+    DEFAULT_CLOCK_HZ,
+    ArrayDim,
+    Bus,
+    Core,
+    Dram,
+    Interconnect,
+    Link,
+    MemoryLevel,
+    OperationalArray,
+    Port,
+    PrecisionCost,
+    SpatialUnroll,
+    Target,
+)
+from .validate import check_core
+
+ZIGZAG_OPERANDS = {"I1": "I", "I2": "W", "O": "O"}
+PRECISION_BITS = {"int4": 4, "int8": 8, "fp8": 8, "int16": 16, "fp16": 16, "bf16": 16, "fp32": 32, "int32": 32}
+_OLD_PORT_DIRECTIONS = ("fh", "tl", "fl", "th")
+
+
+def _operand(name: Any, fields: Fields, path: str) -> str | None:
+    if name not in ZIGZAG_OPERANDS:
+        fields.problems.add(path, f"unknown operand {name!r} (use I1, I2 or O)")
+        return None
+    return ZIGZAG_OPERANDS[name]
+
+
+def _new_style_ports(raw_ports: list, operands: tuple[str, ...], fields: Fields, path: str) -> list[Port]:
+    ports = []
+    for index, raw in enumerate(raw_ports):
+        where = join(path, index)
+        if not isinstance(raw, dict):
+            fields.problems.add(where, "expected a mapping")
+            continue
+        kind = fields.text(raw, "type", where, default="read_write")
+        if kind not in ("read", "write", "read_write"):
+            fields.problems.add(join(where, "type"), f"unknown port type {kind!r} (use read, write or read_write)")
+        bw_max = fields.integer(raw, "bandwidth_max", where, positive=True, default=1)
+        bw_min = fields.integer(raw, "bandwidth_min", where, required=False, default=bw_max, positive=True)
+        if bw_min > bw_max:
+            fields.problems.add(join(where, "bandwidth_min"), f"{bw_min} exceeds bandwidth_max {bw_max}")
+        allocation = []
+        for a_index, entry in enumerate(fields.seq(raw, "allocation", where)):
+            a_where = join(join(where, "allocation"), a_index)
+            parts = [p.strip() for p in entry.split(",")] if isinstance(entry, str) else []
+            if len(parts) != 2:
+                fields.problems.add(a_where, f"expected 'OPERAND, DIRECTION', got {entry!r}")
+                continue
+            operand = _operand(parts[0], fields, a_where)
+            if parts[1] not in _OLD_PORT_DIRECTIONS:
+                fields.problems.add(a_where, f"unknown direction {parts[1]!r} (use fh, tl, fl or th)")
+                continue
+            if operand is not None:
+                if operand not in operands:
+                    fields.problems.add(a_where, f"operand {parts[0]} is not stored in this memory")
+                allocation.append((operand, parts[1]))
+        name = fields.text(raw, "name", where, default=f"port_{index}")
+        ports.append(Port(name, kind, bw_max, min(bw_min, bw_max), tuple(allocation)))
+    return ports
+
+
+def _old_style_ports(raw: dict, operands: tuple[str, ...], fields: Fields, path: str) -> list[Port]:
+    """ZigZag 2 ports: counts of r/w/rw ports with shared bandwidths, then per operand a mapping
+    direction -> port name."""
+    r_bw = fields.integer(raw, "r_bw", path, positive=True, default=1)
+    w_bw = fields.integer(raw, "w_bw", path, required=False, default=r_bw, positive=True)
+    r_gran = fields.integer(raw, "min_r_granularity", path, required=False, default=r_bw, positive=True)
+    w_gran = fields.integer(raw, "min_w_granularity", path, required=False, default=w_bw, positive=True)
+    specs: dict[str, tuple[str, int, int]] = {}
+    for prefix, kind, bw, gran in (("r", "read", r_bw, r_gran), ("w", "write", w_bw, w_gran), ("rw", "read_write", r_bw, r_gran)):
+        count = fields.integer(raw, f"{prefix}_port", path, required=False, default=0)
+        for number in range(1, count + 1):
+            specs[f"{prefix}_port_{number}"] = (kind, bw, min(gran, bw))
+    allocation: dict[str, list[tuple[str, str]]] = {name: [] for name in specs}
+    raw_ports = fields.seq(raw, "ports", path)
+    for index, entry in enumerate(raw_ports):
+        where = join(join(path, "ports"), index)
+        if not isinstance(entry, dict):
+            fields.problems.add(where, "expected a mapping of direction -> port name")
+            continue
+        if index >= len(operands):
+            fields.problems.add(where, "more port mappings than operands")
+            break
+        for direction, port_name in entry.items():
+            if direction not in _OLD_PORT_DIRECTIONS:
+                fields.problems.add(join(where, direction), "unknown direction (use fh, tl, fl or th)")
+            elif port_name not in specs:
+                fields.problems.add(join(where, direction), f"unknown port {port_name!r}")
+            else:
+                allocation[port_name].append((operands[index], direction))
+    return [Port(name, kind, bw, gran, tuple(allocation[name])) for name, (kind, bw, gran) in specs.items()]
+
+
+def read_memory(name: str, raw: Any, fields: Fields, path: str) -> MemoryLevel | None:
+    if not isinstance(raw, dict):
+        fields.problems.add(path, "expected a mapping")
+        return None
+    size = fields.integer(raw, "size", path, positive=True, default=1)
+    auto = fields.boolean(raw, "auto_cost_extraction", path)
+    r_cost = fields.number(raw, "r_cost", path, required=not auto)
+    w_cost = fields.number(raw, "w_cost", path, required=not auto)
+    latency = fields.integer(raw, "latency", path, required=False, default=1)
+    operands = []
+    for index, op in enumerate(fields.seq(raw, "operands", path)):
+        mapped = _operand(op, fields, join(join(path, "operands"), index))
+        if mapped is not None:
+            operands.append(mapped)
+    operands_t = tuple(operands)
+    raw_ports = raw.get("ports")
+    if isinstance(raw_ports, list) and raw_ports and isinstance(raw_ports[0], dict) and "name" not in raw_ports[0]:
+        ports = _old_style_ports(raw, operands_t, fields, path)
+    else:
+        ports = _new_style_ports(fields.seq(raw, "ports", path), operands_t, fields, join(path, "ports"))
+    served = fields.seq(raw, "served_dimensions", path)
+    served_t = tuple(str(d) for d in served)
+    double = fields.boolean(raw, "force_double_buffering", path)
+    return MemoryLevel(name, size, r_cost, w_cost, operands_t, served_t, tuple(ports), latency, double)
+
+
+# ZigZag's matmul layers name the row dimension D and attention heads H; our loop nests call
+# them B and G (a matmul row behaves exactly like a batch row: relevant to inputs and outputs).
+ZIGZAG_DIM_ALIASES = {"D": "B", "H": "G"}
+
+
+def read_dataflow(raw: Any, fields: Fields, path: str, aliases: dict[str, str] | None = None) -> tuple[SpatialUnroll, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        fields.problems.add(path, "expected a mapping of array dimension -> ['DIM, factor']")
+        return ()
+    unrolls = []
+    for array_dim, entries in raw.items():
+        where = join(path, array_dim)
+        if isinstance(entries, (str, list)) and not isinstance(entries, list):
+            entries = [entries]
+        if not isinstance(entries, list):
+            fields.problems.add(where, "expected a list of 'DIM, factor'")
+            continue
+        for index, entry in enumerate(entries):
+            loop_dim, factor = _read_unroll(entry, fields, join(where, index))
+            loop_dim = (aliases or {}).get(loop_dim, loop_dim)
+            if loop_dim:
+                unrolls.append(SpatialUnroll(str(array_dim), loop_dim, factor))
+    return tuple(unrolls)
+
+
+def _read_unroll(entry: Any, fields: Fields, path: str) -> tuple[str, int]:
+    if isinstance(entry, str):
+        parts = [p.strip() for p in entry.split(",")]
+    elif isinstance(entry, list):
+        parts = list(entry)
+    else:
+        parts = []
+    if len(parts) != 2:
+        fields.problems.add(path, f"expected 'DIM, factor', got {entry!r}")
+        return "", 0
+    factor = parts[1]
+    if isinstance(factor, str) and factor.strip().isdigit():
+        factor = int(factor)
+    factor = fields.check_integer(factor, path, 1, positive=True)
+    return str(parts[0]).strip(), factor
+
+
+def _guess_kind(file: str, name: str, sizes: list[int]) -> str:
+    """Stream tells SIMD and pooling cores apart only by the mapping; use the file/core name."""
+    label = (os.path.basename(file) + " " + name).lower()
+    if "pool" in os.path.basename(file).lower():
+        return "pooling"
+    if "simd" in label or "vec" in os.path.basename(file).lower():
+        return "simd"
+    return "mac_array"
+
+
+def _default_op_kinds(kind: str) -> tuple[str, ...]:
+    return {"mac_array": ("loop_nest",), "simd": ("vector",), "pooling": ("pool",)}[kind]
+
+
+def read_zigzag_core(
+    data: Any,
+    file: str,
+    problems: Problems,
+    core_id: int = 0,
+    precision: str | None = None,
+    kind: str | None = None,
+) -> Core | None:
+    """Build a Core from a parsed ZigZag core YAML; problems are recorded in `problems`."""
+    fields = Fields(problems)
+    if not isinstance(data, dict):
+        problems.add("<top>", "a ZigZag core file must be a mapping")
+        return None
+    name = fields.text(data, "name", "", default=os.path.splitext(os.path.basename(file))[0])
+    memories = []
+    for mem_name, raw in fields.mapping(data, "memories", "").items():
+        memory = read_memory(str(mem_name), raw, fields, join("memories", mem_name))
+        if memory is not None:
+            memories.append(memory)
+    array_key = "operational_array" if "operational_array" in data or "multipliers" not in data else "multipliers"
+    array_raw = fields.mapping(data, array_key, "")
+    dim_names = fields.seq(array_raw, "dimensions", array_key)
+    sizes = fields.seq(array_raw, "sizes", array_key)
+    if len(dim_names) != len(sizes):
+        problems.add(join(array_key, "sizes"), f"{len(sizes)} sizes for {len(dim_names)} dimensions")
+    dims = tuple(
+        ArrayDim(str(d), fields.check_integer(s, join(join(array_key, "sizes"), i), 0))
+        for i, (d, s) in enumerate(zip(dim_names, sizes))
+    )
+    unit_energy = fields.number(array_raw, "unit_energy", array_key, required=False, default=0.0)
+    systolic = tuple(str(d) for d in fields.seq(array_raw, "systolic_dimensions", array_key, required=False))
+    dataflow = read_dataflow(data.get("dataflows"), fields, "dataflows", ZIGZAG_DIM_ALIASES)
+    chosen = precision or "int8"
+    if chosen not in PRECISION_BITS:
+        problems.add("precision", f"unknown precision {chosen!r} (use one of {', '.join(PRECISION_BITS)})")
+        chosen = "int8"
+    core_kind = kind or _guess_kind(file, name, [d.size for d in dims])
+    core = Core(
+        id=core_id,
+        name=name,
+        kind=core_kind,
+        clock_hz=DEFAULT_CLOCK_HZ,
+        array=OperationalArray(dims, dataflow, systolic),
+        precisions=(PrecisionCost(chosen, PRECISION_BITS[chosen], unit_energy),),
+        memories=tuple(memories),
+        op_kinds=_default_op_kinds(core_kind),
+    )
+    if dims and all(d.size > 0 for d in dims):
+        check_core(core, problems, "", style="zigzag")
+    return core
+
+
+def read_offchip(data: Any, file: str, problems: Problems) -> Dram | None:
+    """The DRAM of a Stream ``offchip_core`` file: its (only or ``dram``) memory."""
+    fields = Fields(problems)
+    memories = fields.mapping(data, "memories", "")
+    if not memories:
+        return None
+    name = "dram" if "dram" in memories else next(iter(memories))
+    memory = read_memory(name, memories[name], fields, join("memories", name))
+    if memory is None or not memory.ports:
+        return None
+    bandwidth_bits = sum(p.bandwidth_bits for p in memory.ports)
+    width = max(p.bandwidth_bits for p in memory.ports)
+    access = min(p.min_bandwidth_bits for p in memory.ports)
+    return Dram(
+        name=name,
+        capacity_bytes=memory.size_bits // 8,
+        bandwidth_bytes_per_s=bandwidth_bits / 8.0 * DEFAULT_CLOCK_HZ,
+        read_energy_pj_per_bit=memory.read_energy_pj / width,
+        write_energy_pj_per_bit=memory.write_energy_pj / width,
+        access_bits=access,
+        ports=len(memory.ports),
+    )
+
+
+def resolve_core_path(system_file: str, name: str) -> str | None:
+    base = os.path.dirname(os.path.abspath(system_file))
+    candidates = [
+        os.path.join(base, name),
+        os.path.join(base, "cores", name),
+        os.path.join(base, os.path.basename(name)),
+        os.path.join(base, "cores", os.path.basename(name)),
+    ]
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _connectivity(
+    entries: list, bandwidth: float, energy_per_bit: float, core_ids: set[int], problems: Problems
+) -> Interconnect:
+    links: list[Link] = []
+    buses: list[Bus] = []
+    for index, entry in enumerate(entries):
+        where = join("core_connectivity", index)
+        if isinstance(entry, int):
+            entry = str(entry)
+        if not isinstance(entry, str):
+            problems.add(where, f"expected 'a, b' or 'a, b, c', got {entry!r}")
+            continue
+        try:
+            ids = [int(part) for part in entry.split(",")]
+        except ValueError:
+            problems.add(where, f"expected core ids separated by commas, got {entry!r}")
+            continue
+        unknown = [i for i in ids if i not in core_ids]
+        if unknown:
+            problems.add(where, f"unknown core {unknown[0]} in link (cores are {sorted(core_ids)})")
+            continue
+        if len(ids) == 2:
+            links.append(Link(ids[0], ids[1], bandwidth, energy_per_bit))
+            links.append(Link(ids[1], ids[0], bandwidth, energy_per_bit))
+        elif len(ids) > 2:
+            buses.append(Bus(tuple(ids), bandwidth, energy_per_bit))
+        else:
+            problems.add(where, "a link needs at least two cores")
+    return Interconnect(tuple(links), tuple(buses), "stream")
+
+
+def read_stream_system(
+    data: dict, file: str, problems: Problems, load_yaml, precision: str | None = None
+) -> Target | None:
+    """Build a Target from a parsed Stream system YAML; `load_yaml(path, problems)` parses files."""
+    fields = Fields(problems)
+    name = fields.text(data, "name", "", default=os.path.splitext(os.path.basename(file))[0])
+    raw_cores = fields.mapping(data, "cores", "")
+    cores: list[Core] = []
+    parsed_files: dict[str, Any] = {}
+    for position, (key, core_file) in enumerate(raw_cores.items()):
+        where = join("cores", key)
+        core_id = fields.check_integer(key, where, position)
+        if core_id != position:
+            problems.add(where, f"core ids must be 0..N-1 in order, got {key!r} at position {position}")
+        if not isinstance(core_file, str):
+            problems.add(where, f"expected a core file name, got {core_file!r}")
+            continue
+        path = resolve_core_path(file, core_file)
+        if path is None:
+            problems.add(where, f"core file {core_file!r} not found next to the system file or in cores/")
+            continue
+        if path not in parsed_files:
+            parsed_files[path] = load_yaml(path, problems)
+        core_problems = Problems(path)
+        core = read_zigzag_core(parsed_files[path], path, core_problems, position, precision)
+        if core_problems:
+            # Report a shared core file once, not once per core that uses it.
+            for line in core_problems.lines:
+                if line not in problems.lines:
+                    problems.lines.append(line)
+        if core is not None:
+            cores.append(core)
+    dram = None
+    offchip = data.get("offchip_core")
+    if offchip is not None:
+        path = resolve_core_path(file, str(offchip))
+        if path is None:
+            problems.add("offchip_core", f"core file {offchip!r} not found next to the system file or in cores/")
+        else:
+            dram = read_offchip(load_yaml(path, problems), path, Problems(path))
+    bandwidth = fields.number(data, "bandwidth", "", required=False, default=32.0, positive=True)
+    unit_energy = fields.number(data, "unit_energy_cost", "", required=False, default=0.0)
+    core_ids = set(range(len(raw_cores)))
+    interconnect = _connectivity(
+        fields.seq(data, "core_connectivity", "", required=False), bandwidth, unit_energy / bandwidth, core_ids, problems
+    )
+    sharing = []
+    for index, entry in enumerate(fields.seq(data, "core_memory_sharing", "", required=False)):
+        where = join("core_memory_sharing", index)
+        try:
+            group = tuple(int(part) for part in str(entry).split(","))
+        except ValueError:
+            problems.add(where, f"expected core ids separated by commas, got {entry!r}")
+            continue
+        unknown = [i for i in group if i not in core_ids]
+        if unknown:
+            problems.add(where, f"unknown core {unknown[0]} in memory sharing group")
+        sharing.append(group)
+    cores = [_with_dram(core, dram) for core in cores]
+    return Target(name, tuple(cores), dram, interconnect, tuple(sharing), DEFAULT_CLOCK_HZ, file)
+
+
+def _with_dram(core: Core, dram: Dram | None) -> Core:
+    from dataclasses import replace
+
+    return replace(core, dram=dram)
