@@ -33,7 +33,6 @@ import itertools
 import math
 import random
 from dataclasses import dataclass
-from functools import lru_cache
 
 from targets.model import Core, MemoryLevel, Port
 
@@ -392,10 +391,6 @@ def unique_orderings(lpfs: list[tuple[str, int]], cap: int = MAX_ORDERINGS):
             return
 
 
-@lru_cache(maxsize=4096)
-def _cached_prime_factors(n: int) -> tuple[int, ...]:
-    return tuple(prime_factors(n))
-
 
 # --------------------------------------------------------------------------- the model
 
@@ -475,12 +470,11 @@ class Evaluation:
 
     latency: float
     energy: float
-    breakdown: dict
+    per_role: dict  # role -> cached per-tensor state (energy breakdown, levels, transfers)
     ideal_cycles: float
     stall: float
     onload: float
     offload: float
-    temporal: dict
 
 
 @dataclass
@@ -828,11 +822,11 @@ class NestModel:
         drain = self._systolic_drain()
         ideal = self.total_cycles * cpo
         latency = ideal + stall + onload + offload + drain
-        return Evaluation(latency, energy, per_role, ideal, stall, onload, offload, {})
+        return Evaluation(latency, energy, per_role, ideal, stall, onload, offload)
 
     def details(self, evaluation: Evaluation) -> tuple[dict[str, float], dict[str, list]]:
         """Energy breakdown and per-tensor temporal levels of an evaluation from `evaluate`."""
-        per_role = evaluation.breakdown
+        per_role = evaluation.per_role
         breakdown = {"mac": self.macs_energy()}
         temporal = {}
         for role in ROLES:

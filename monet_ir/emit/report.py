@@ -34,6 +34,9 @@ Fields:
 - `per_op` (only with `per-op=true`): one row per op in program order, each
   `{"matmul_conv": int, "name": the op's node (ONNX node name, "" if none), "op": op name,
   "other": int, "phase": phase}`.
+- after the `schedule` pass, the schedule's fields of `monet_ir.emit.step_report` (latency,
+  energy and its breakdown, phases, cores, transfers, layers), with the memory peaks and
+  capacities as `memory_peak_bytes` and `memory_capacity_bytes`.
 
 Sizes count storage as an allocator sees it (`monet_ir.types.tensor_bytes`: a boolean is one
 byte, a `tensor<f32>` four).
@@ -65,7 +68,23 @@ def build_report(module: ModuleOp, per_op: bool = False) -> dict[str, Any]:
     }
     if per_op:
         report["per_op"] = accounting.per_op_rows(fn)
+    if "monet.latency_cycles" in module.attributes:
+        report.update(scheduled_part(module))
     return report
+
+
+def scheduled_part(module: ModuleOp) -> dict[str, Any]:
+    """After `schedule`: the schedule's fields (`monet_ir.emit.step_report`), recomputed from the
+    target, mapping and precision the module records (the scheduler is deterministic)."""
+    from monet_ir.emit.step_report import schedule_report
+    from passes.schedule import resolved_options, run_schedule
+
+    target, mapping, precision = resolved_options(module, "", "", "")
+    part = schedule_report(run_schedule(module, target, mapping, precision))
+    memory = part.pop("memory")
+    part["memory_peak_bytes"] = memory["peak_bytes"]
+    part["memory_capacity_bytes"] = memory["capacity_bytes"]
+    return part
 
 
 @dataclass(frozen=True)
