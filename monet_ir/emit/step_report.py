@@ -117,11 +117,11 @@ def text_summary(report: dict[str, Any]) -> str:
         lines.append(f"  {core:<8}{row['name']:<14}{row['kind']:<11}{row['ops']:>6}{row['busy_cycles']:>16,}"
                      f"{row['utilization'] * 100:>7.1f}%")
     lines.append("")
-    lines.append(f"  {'memory':<28}{'peak':>14}{'capacity':>14}")
+    lines.append(f"  {'memory':<28}{'peak':>16}{'capacity':>18}")
     for name, peak in report["memory"]["peak_bytes"].items():
         cap = report["memory"]["capacity_bytes"][name]
         cap_text = "-" if cap == float("inf") else f"{int(cap):,}"
-        lines.append(f"  {name:<28}{peak:>14,}{cap_text:>14}")
+        lines.append(f"  {name:<28}{peak:>16,}{cap_text:>18}")
     if "flops" in report:
         lines.append("")
         lines.append(f"  {'FLOPs':<11}{'matmul/conv':>18}{'other':>16}")
@@ -174,7 +174,30 @@ def chrome_trace(s: Schedule) -> dict[str, Any]:
 # ---------------------------------------------------------------------- plots
 
 
-def write_plots(s: Schedule, report: dict[str, Any], out: Path) -> list[Path]:
+def plot_data(s: Schedule, report: dict[str, Any]) -> dict[str, Any]:
+    """Everything the plots need, as plain data (so a separate process can draw them)."""
+    ops = [(st.core, st.start, st.end, s.graph.tasks[st.task].phase) for st in s.tasks
+           if s.graph.tasks[st.task].sig is not None]
+    spans: dict[str, list[float]] = {}
+    for _, start, end, phase in ops:
+        span = spans.setdefault(phase, [start, end])
+        span[0], span[1] = min(span[0], start), max(span[1], end)
+    return {
+        "title": f"{report.get('model', '')} on {s.target.name}",
+        "rows": [f"core{c.id} {c.name}" for c in s.target.cores],
+        "ops": ops,
+        "transfers": [(tr.resource, tr.start, tr.end) for tr in s.transfers],
+        "memories": [(t.name, t.capacity, t.timeline()) for t in s.memories.values() if t.events],
+        "phase_spans": spans,
+        "energy": dict(report["energy_breakdown_pj"]),
+        "energy_pj": report["energy_pj"],
+    }
+
+
+PHASE_COLORS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green", "recompute": "tab:purple"}
+
+
+def write_plots(data: dict[str, Any], out: Path) -> list[Path]:
     """gantt.png (ops per core, transfers per resource), memory.png (occupancy per memory with
     the phases shaded), energy.png (breakdown); returns the files written."""
     import matplotlib
@@ -182,57 +205,50 @@ def write_plots(s: Schedule, report: dict[str, Any], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    written = []
-    colors = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green", "recompute": "tab:purple"}
-    resources = sorted({tr.resource for tr in s.transfers})
-    rows = [f"core{c.id} {c.name}" for c in s.target.cores] + resources
+    colors = PHASE_COLORS
+    resources = sorted({r for r, _, _ in data["transfers"]})
+    rows = list(data["rows"]) + resources
     fig, ax = plt.subplots(figsize=(14, 0.45 * len(rows) + 1.5))
     bars: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
-    for st in s.tasks:
-        task = s.graph.tasks[st.task]
-        if task.sig is not None:
-            bars[(st.core, colors.get(task.phase, "grey"))].append((st.start, st.end - st.start))
-    offset = len(s.target.cores)
-    for tr in s.transfers:
-        bars[(offset + resources.index(tr.resource), "tab:red")].append((tr.start, tr.end - tr.start))
+    for core, start, end, phase in data["ops"]:
+        bars[(core, colors.get(phase, "grey"))].append((start, end - start))
+    offset = len(data["rows"])
+    for resource, start, end in data["transfers"]:
+        bars[(offset + resources.index(resource), "tab:red")].append((start, end - start))
     # one broken_barh per row and colour: thousands of separate bars would take seconds
     for (row, color), spans in bars.items():
         ax.broken_barh(spans, (row - 0.4, 0.8), color=color)
     ax.set_yticks(range(len(rows)), rows)
     ax.invert_yaxis()
     ax.set_xlabel("cycles")
-    ax.set_title(f"{report.get('model', '')} on {s.target.name}: ops per core and transfers")
+    ax.set_title(f"{data['title']}: ops per core and transfers")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (*colors.values(), "tab:red")]
     ax.legend(handles, [*colors, "transfer"], loc="upper right", fontsize=8)
     fig.tight_layout()
-    written.append(_save(fig, out / "gantt.png"))
+    written = [_save(fig, out / "gantt.png")]
 
-    traces = [t for t in s.memories.values() if t.events]
-    fig, axes = plt.subplots(len(traces), 1, figsize=(14, 2.2 * len(traces) + 1), squeeze=False)
-    for ax, trace in zip(axes[:, 0], traces, strict=True):
-        points = trace.timeline()
+    memories = data["memories"]
+    fig, axes = plt.subplots(len(memories), 1, figsize=(14, 2.2 * len(memories) + 1), squeeze=False)
+    for ax, (name, capacity, points) in zip(axes[:, 0], memories, strict=True):
         xs = [0.0] + [p[0] for p in points]
         ys = [0] + [p[1] for p in points]
         ax.step(xs, [y / 2**20 for y in ys], where="post", color="black", linewidth=1)
-        for phase, row in report["phases"].items():
-            if row["ops"]:
-                starts = [st.start for st in s.tasks if s.graph.tasks[st.task].phase == phase]
-                ends = [st.end for st in s.tasks if s.graph.tasks[st.task].phase == phase]
-                ax.axvspan(min(starts), max(ends), color=colors[phase], alpha=0.15, label=phase)
-        if trace.capacity != float("inf"):
-            ax.axhline(trace.capacity / 2**20, color="tab:red", linestyle="--", linewidth=0.8, label="capacity")
+        for phase, (first, last) in data["phase_spans"].items():
+            ax.axvspan(first, last, color=colors.get(phase, "grey"), alpha=0.15, label=phase)
+        if capacity != float("inf"):
+            ax.axhline(capacity / 2**20, color="tab:red", linestyle="--", linewidth=0.8, label="capacity")
         ax.set_ylabel("MiB")
-        ax.set_title(trace.name, fontsize=9)
+        ax.set_title(name, fontsize=9)
     axes[0, 0].legend(fontsize=8, loc="upper right")
     axes[-1, 0].set_xlabel("cycles")
     fig.tight_layout()
     written.append(_save(fig, out / "memory.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    parts = report["energy_breakdown_pj"]
+    parts = data["energy"]
     ax.bar(list(parts), [v / 1e9 for v in parts.values()], color=["tab:blue", "tab:orange", "tab:red", "tab:green"])
     ax.set_ylabel("mJ")
-    ax.set_title(f"energy per training step: {report['energy_pj'] / 1e9:.4g} mJ")
+    ax.set_title(f"energy per training step: {data['energy_pj'] / 1e9:.4g} mJ")
     fig.tight_layout()
     written.append(_save(fig, out / "energy.png"))
     return written
@@ -241,10 +257,53 @@ def write_plots(s: Schedule, report: dict[str, Any], out: Path) -> list[Path]:
 def _save(fig: Any, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
 
 
+class PlotWorker:
+    """Draws the plots in a child process started early, so that importing matplotlib and
+    drawing overlap the parent's work on a second core."""
+
+    def __init__(self, out: Path):
+        import subprocess
+        import sys
+
+        self.process = subprocess.Popen([sys.executable, "-m", "monet_ir.emit.step_report", str(out)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def draw(self, data: dict[str, Any]) -> None:
+        import pickle
+
+        assert self.process.stdin is not None
+        self.process.stdin.write(pickle.dumps(data))
+        self.process.stdin.close()
+
+    def wait(self) -> None:
+        assert self.process.stderr is not None
+        err = self.process.stderr.read()
+        self.process.wait()
+        if self.process.returncode != 0:
+            raise RuntimeError(f"plotting failed: {err.decode().strip().splitlines()[-1] if err else 'no output'}")
+
+    def cancel(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
 def write_json(report: dict[str, Any], path: Path) -> None:
     path.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n")
+
+
+if __name__ == "__main__":
+    import pickle
+    import sys
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401  (imported before the data arrives, in parallel)
+
+    write_plots(pickle.loads(sys.stdin.buffer.read()), Path(sys.argv[1]))

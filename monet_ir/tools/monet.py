@@ -113,7 +113,9 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
 
 
 def run_report(args: argparse.Namespace) -> None:
-    from monet_ir.emit.step_report import chrome_trace, text_summary, write_json, write_plots
+    import json
+
+    from monet_ir.emit.step_report import PlotWorker, chrome_trace, plot_data, text_summary, write_json
 
     progress = Progress(enabled=True)
     out = Path(args.out)
@@ -121,15 +123,20 @@ def run_report(args: argparse.Namespace) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
-    report, sched = make_report(args, progress)
-    write_json(report, out / "report.json")
-    summary = text_summary(report)
-    (out / "report.txt").write_text(summary)
-    import json
-
-    (out / "trace.json").write_text(json.dumps(chrome_trace(sched)))
-    if not args.no_plots:
-        write_plots(sched, report, out)
+    plots = None if args.no_plots else PlotWorker(out)
+    try:
+        report, sched = make_report(args, progress)
+        if plots is not None:
+            plots.draw(plot_data(sched, report))
+        write_json(report, out / "report.json")
+        summary = text_summary(report)
+        (out / "report.txt").write_text(summary)
+        (out / "trace.json").write_text(json.dumps(chrome_trace(sched)))
+        if plots is not None:
+            plots.wait()
+    finally:
+        if plots is not None:
+            plots.cancel()
     progress.step(f"wrote {out}/report.json, report.txt, trace.json" + ("" if args.no_plots else ", gantt.png, memory.png, energy.png"))
     sys.stdout.write(summary)
 
