@@ -6,6 +6,8 @@
   op, and records the target on the module (`monet.target = "<name>"`).
 - `#hw.sched<core = 2, start = 1.0e+02, end = 3.5e+02>`: where and when the op runs, in cycles of
   the target's reference clock; `schedule` attaches it as `monet.schedule`.
+- `#hw.tiling<stack = 2, tiles = 4, axis = 2>`: the op belongs to fused stack 2 and runs as 4
+  tiles along axis 2 of its result; `fuse-layers` attaches it as `monet.tiling`.
 
 ```mlir
 %y = nn.relu %x {monet.costs = [#hw.cost<core = 5, latency = 4.000000e+00, energy = 1.200000e+01, mem = 64>]} : tensor<4x4xf32>
@@ -97,4 +99,30 @@ class SchedAttr(ParametrizedAttribute):
             raise VerifyException("hw.sched ends before it starts")
 
 
-HW = Dialect("hw", [], [CostAttr, SchedAttr])
+@irdl_attr_definition
+class TilingAttr(ParametrizedAttribute):
+    """Membership of an op in a fused layer stack, split into tiles along one axis of its
+    result: `#hw.tiling<stack = 2, tiles = 4, axis = 2>` (set by `fuse-layers`)."""
+
+    name = "hw.tiling"
+    stack: IntAttr
+    tiles: IntAttr
+    axis: IntAttr
+
+    def __init__(self, stack: int, tiles: int, axis: int):
+        super().__init__(IntAttr(stack), IntAttr(tiles), IntAttr(axis))
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        v = _parse_fields(parser, ("stack", "tiles", "axis"))
+        return (IntAttr(int(v["stack"])), IntAttr(int(v["tiles"])), IntAttr(int(v["axis"])))
+
+    def print_parameters(self, printer: Printer) -> None:
+        _print_fields(printer, (("stack", self.stack.data), ("tiles", self.tiles.data), ("axis", self.axis.data)))
+
+    def verify(self) -> None:
+        if self.stack.data < 0 or self.tiles.data < 1 or self.axis.data < 0:
+            raise VerifyException("hw.tiling needs stack >= 0, tiles >= 1 and axis >= 0")
+
+
+HW = Dialect("hw", [], [CostAttr, SchedAttr, TilingAttr])

@@ -33,10 +33,24 @@ def _schedule() -> type[ModulePass]:
     return SchedulePass
 
 
+def _activation_checkpoint() -> type[ModulePass]:
+    from passes.activation_checkpoint import ActivationCheckpointPass
+
+    return ActivationCheckpointPass
+
+
+def _fuse_layers() -> type[ModulePass]:
+    from passes.fuse_layers import FuseLayersPass
+
+    return FuseLayersPass
+
+
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "autodiff": _autodiff,
         "insert-optimizer": _insert_optimizer,
         "annotate-cost": _annotate_cost,
         "schedule": _schedule,
+        "fuse-layers": _fuse_layers,
+        "activation-checkpoint": _activation_checkpoint,
     }

@@ -8,7 +8,7 @@ Options:
 - `precision` (default: the module's `monet.precision`, else each tensor's element type).
 
 Every op gets `monet.schedule = #hw.sched<core = c, start = s, end = e>` (cycles of the target's
-reference clock). The module records the target, mapping and precision, plus
+reference clock); an op fused by `fuse-layers` gets one per tile, `[#hw.sched<...>, ...]`. The module records the target, mapping and precision, plus
 `monet.latency_cycles` and `monet.energy_pj`; `-t monet-report` turns it into the full report.
 The scheduler itself is `monet_ir.schedule.scheduler`.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FloatAttr, ModuleOp, StringAttr, f64
+from xdsl.dialects.builtin import ArrayAttr, FloatAttr, ModuleOp, StringAttr, f64
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -40,8 +40,14 @@ class SchedulePass(ModulePass):
         target, mapping, precision = resolved_options(op, self.target, self.mapping, self.precision)
         s = run_schedule(op, target, mapping, precision)
         fn = graph.step_function(op)
-        for operation, placed in zip(graph.compute_ops(fn), s.tasks, strict=True):
-            operation.attributes["monet.schedule"] = SchedAttr(placed.core, placed.start, placed.end)
+        by_op: dict[int, list] = {}
+        for placed in s.tasks:
+            by_op.setdefault(s.graph.tasks[placed.task].op_index, []).append(
+                SchedAttr(placed.core, placed.start, placed.end))
+        for position, operation in enumerate(graph.compute_ops(fn)):
+            tiles = by_op.get(position, [])
+            # a fused op runs as tiles: one entry per tile
+            operation.attributes["monet.schedule"] = tiles[0] if len(tiles) == 1 else ArrayAttr(tiles)
         summary = schedule_report(s)
         op.attributes["monet.target"] = StringAttr(target)
         if mapping:

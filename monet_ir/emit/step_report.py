@@ -8,6 +8,7 @@
 | `latency_cycles`, `latency_s` | makespan of the step (last op or transfer), in reference cycles and seconds |
 | `energy_pj` | total energy = the sum of `energy_breakdown_pj` |
 | `energy_breakdown_pj` | `compute` (MACs/ops), `onchip_memory` (every on-chip memory access of the ops), `offchip_memory` (DRAM traffic of the ops and of the scheduler's loads, stores, evictions, write-backs), `interconnect` (core-to-core links and buses) |
+| `dram_traffic_bytes` | bytes moved to and from DRAM: by the ops themselves (operands they stream) and by the scheduler's transfers |
 | `phases` | per phase: `latency_cycles` (first start to last end of its ops), `energy_pj` (its ops' energy), `ops` |
 | `memory.peak_bytes` | peak occupancy of each core's top memory and of DRAM; `memory.capacity_bytes` their sizes |
 | `cores` | per core `core<id>`: `name`, `kind`, `busy_cycles`, `utilization` (busy / latency), `ops` |
@@ -66,6 +67,8 @@ def schedule_report(s: Schedule) -> dict[str, Any]:
         else:
             interconnect += tr.energy_pj
     breakdown = {"compute": compute, "onchip_memory": onchip, "offchip_memory": offchip, "interconnect": interconnect}
+    dram_traffic = sum(st.dram_bytes for st in s.tasks) + sum(
+        tr.bytes for tr in s.transfers if tr.src == DRAM or tr.dst == DRAM)
     return {
         "target": target.name,
         "frequency_hz": target.frequency_hz,
@@ -73,6 +76,7 @@ def schedule_report(s: Schedule) -> dict[str, Any]:
         "latency_s": latency / target.frequency_hz,
         "energy_pj": sum(breakdown.values()),
         "energy_breakdown_pj": breakdown,
+        "dram_traffic_bytes": dram_traffic,
         "phases": {
             p: {"latency_cycles": round(phase_span[p][1] - phase_span[p][0]) if p in phase_span else 0,
                 "energy_pj": phase_energy.get(p, 0.0), "ops": phase_ops.get(p, 0)}

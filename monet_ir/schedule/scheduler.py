@@ -46,6 +46,7 @@ class ScheduledTask:
     compute_pj: float
     onchip_pj: float
     offchip_pj: float
+    dram_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,7 @@ class Scheduler:
         # those bytes still occupy the memory until then
         self.pending_frees: list[list[tuple[float, int]]] = [[] for _ in target.cores]
         self.streamed: set[tuple[int, int]] = set()  # (task, tensor) moved through DRAM, not held
+        self.watermark = 0.0
         self.remaining_uses: dict[int, int] = {}
         self.mem_names = []
         self.capacity = []
@@ -265,6 +267,7 @@ class Scheduler:
     # ------------------------------------------------------------------ one task
 
     def place(self, task: Task, ready: float) -> float:
+        self.watermark = ready
         options = self.costs[task.index]
         if task.sig is None:
             core = self._where_data_is(task, tuple(options))
@@ -281,18 +284,31 @@ class Scheduler:
             if best is None or key < best[0]:
                 best = (key, c, cost)
         _, core, cost = best
+        self._note_streamed(task, cost)
         arrival = self._bring_inputs(task, core, max(ready, self.core_free[core]))
         start = max(ready, self.core_free[core], arrival)
         start = self._room_for_outputs(task, core, start)
         end = start + self.cycles(cost, core)
         self.core_free[core] = end
         compute, onchip, offchip = split_energy(cost)
-        self.scheduled[task.index] = ScheduledTask(task.index, core, start, end, cost.energy_pj, compute, onchip, offchip)
+        self.scheduled[task.index] = ScheduledTask(task.index, core, start, end, cost.energy_pj, compute, onchip, offchip,
+                                                   int(cost.dram_bytes))
         self._produce(task, core, start, end, allocate=True)
         if task.in_place:
             self._write_back(task, core, end)
         self._release_inputs(task, end)
         return end
+
+    def _note_streamed(self, task: Task, cost: Cost) -> None:
+        """Tensors the op moves to or from DRAM itself (its cost already counts that traffic):
+        the roles the loop-nest model spilled, or everything a vector op's data does not fit."""
+        keys = cost.breakdown_pj
+        if not isinstance(task.sig, LoopNestSig):
+            if any(k == "dram" or k.startswith("dram.") for k in keys):
+                self.streamed.update((task.index, t) for t in (*task.reads, *task.writes))
+            return
+        spilled = {k.split(".", 1)[1] for k in keys if k.startswith("dram.")}
+        self.streamed.update((task.index, t) for t, role in task.roles.items() if role in spilled)
 
     def _where_data_is(self, task: Task, allowed: tuple[int, ...]) -> int:
         for tid in task.reads:
@@ -348,7 +364,7 @@ class Scheduler:
             if core in copies:
                 arrival = max(arrival, copies[core])
                 continue
-            if self._streamed(root, core):
+            if self._streamed(root, core) or (task.index, tid) in self.streamed:
                 if DRAM not in copies and copies:
                     src, at = min(copies.items(), key=lambda kv: kv[1])
                     self.memories[self.dram_name].events.append((at, self.g.tensors[root].bytes))
@@ -388,7 +404,7 @@ class Scheduler:
             if not allocate:
                 continue  # constants are in DRAM from the start
             if t.bytes > self.capacity[core] * 0.5 or (task.index, tid) in self.streamed:
-                # too large to keep on chip: the op writes it to DRAM as it goes
+                # the op writes it to DRAM as it goes (too large to keep, or spilled by the op)
                 self.copies[tid] = {DRAM: end}
                 self.memories[self.dram_name].events.append((start, t.bytes))
                 continue
@@ -435,8 +451,10 @@ class Scheduler:
         """The earliest time >= `time` at which `nbytes` fit in the core's top memory: waiting
         for frees already decided, then evicting. Returns when the bytes can be placed."""
         capacity = self.capacity[core]
+        # tasks are placed in order of readiness and nothing is allocated before the ready
+        # time of the task being placed, so earlier frees can be forgotten
+        self.pending_frees[core] = [p for p in self.pending_frees[core] if p[0] > self.watermark]
         pending = sorted(p for p in self.pending_frees[core] if p[0] > time)
-        self.pending_frees[core] = pending
         still = sum(b for _, b in pending)
         while self.resident_bytes[core] + still + nbytes > capacity and pending:
             if self.resident_bytes[core] + nbytes <= capacity:

@@ -3,6 +3,7 @@
     monet report MODEL.onnx --target NAME|file.yaml --out DIR
                  [--loss cross-entropy|mse|sum|none] [--optimizer sgd|momentum|adam|adamw] [--lr LR]
                  [--mapping alloc.yaml] [--precision fp32|bf16|fp16|int8] [--inference]
+                 [--fusion none|auto|FIRST:LAST,...] [--tiles N]
                  [--dim NAME=N] [--no-plots]
     monet targets                      # list the built-in targets
 
@@ -41,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--precision", choices=sorted(PRECISION_BITS),
                         help="number format of weights, activations and gradients (default: the model's)")
     report.add_argument("--inference", action="store_true", help="the forward pass only: no loss, no optimizer")
+    report.add_argument("--fusion", default="none", metavar="none|auto|FIRST:LAST[,FIRST:LAST...]",
+                        help="layer fusion: none, auto (stacks sized to the target's memories), or explicit "
+                             "stacks by first and last ONNX node")
+    report.add_argument("--tiles", type=int, default=0, help="tiles per fused layer (default: from memory)")
     report.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
     report.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     sub.add_parser("targets", help="list the built-in targets")
@@ -60,7 +65,7 @@ class Progress:
 
 
 def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, Any], Any]:
-    from xdsl.context import Context
+    from xdsl.context import Context  # noqa: I001
 
     from monet_ir.analysis.accounting import flops_by_phase, memory_summary
     from monet_ir.frontend.onnx_import import import_onnx
@@ -84,6 +89,15 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
         autodiff.apply(ctx, module)
         optimizer.apply(ctx, module)
         pipeline = [autodiff.pipeline_pass_spec(), optimizer.pipeline_pass_spec()]
+    if args.fusion != "none":
+        from passes.fuse_layers import FuseLayersPass
+
+        mode = "auto" if args.fusion == "auto" else "explicit"
+        stacks = () if mode == "auto" else tuple(p for p in args.fusion.split(",") if p)
+        fusion = FuseLayersPass(mode=mode, tiles=args.tiles, target=args.target, stacks=stacks)
+        progress.step(f"fuse-layers ({args.fusion})")
+        fusion.apply(Context(), module)
+        pipeline.append(fusion.pipeline_pass_spec())
     fn = step_function(module)
     progress.step(f"loading target {args.target}")
     target = get_target(args.target, precision=args.precision)
