@@ -81,7 +81,14 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
     progress.step(f"importing {args.model}")
     module = import_onnx(args.model, dims=parse_dims(args.dim))
     pipeline = []
-    if not args.inference:
+    from monet_ir import graph as step_graph
+
+    # an ONNX Runtime training graph already holds its backward and optimizer ops
+    already_training = any(step_graph.op_phase(op) != "forward"
+                           for op in step_graph.compute_ops(step_function(module)))
+    if already_training:
+        progress.step("the model already holds backward/optimizer ops: costing it as imported")
+    if not args.inference and not already_training:
         ctx = Context()
         autodiff = AutodiffPass(loss=args.loss, labels=args.labels)
         optimizer = InsertOptimizerPass(kind=args.optimizer, lr=args.lr)
@@ -114,7 +121,7 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
 
     report: dict[str, Any] = {
         "model": Path(args.model).name,
-        "pipeline": ",".join(str(p) for p in pipeline) if pipeline else "inference",
+        "pipeline": ",".join(str(p) for p in pipeline) if pipeline else ("as imported" if already_training else "inference"),
         "precision": args.precision or "model",
         "flops": flops_by_phase(fn),
     }

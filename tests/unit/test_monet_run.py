@@ -49,3 +49,18 @@ def test_errors_are_one_line(tmp_path):
     assert result.stderr.strip() == "monet-run: error: argument 0 'x' (monet.input) has no value: 'x' is not among the inputs"
     result = monet_run(str(tmp_path / "missing.onnx"), "--out", str(tmp_path / "o.npz"))
     assert result.returncode == 1 and "cannot read file" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("name", ["mlp_b4", "lenet5_b4"])
+def test_adam_step_matches_pytorch(tmp_path, name):
+    ref = np.load(DATA / "reference" / f"{name}.npz")
+    np.savez(tmp_path / "inputs.npz", x=ref["x"], labels=ref["labels"])
+    result = monet_run(str(DATA / "models" / f"{name}.onnx"), "-p", "autodiff,insert-optimizer{kind=adam lr=0.001}",
+                       "--inputs", str(tmp_path / "inputs.npz"), "--out", str(tmp_path / "out.npz"))
+    assert result.returncode == 0, result.stderr
+    out = np.load(tmp_path / "out.npz")
+    updated = [k.split(":", 1)[1] for k in ref.files if k.startswith("adam:")]
+    assert updated
+    for p in updated:
+        close(out[p], ref[f"adam:{p}"], f"{p} after one Adam step")
+        assert out[f"{p}.step"] == 1.0
