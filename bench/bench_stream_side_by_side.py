@@ -20,17 +20,21 @@ the YAML hardware (separate 1 MB W/A SRAMs, 64 bit/cycle mesh, infinite-bandwidt
 this file's worker mode builds the 0.0.8 accelerator object from the YAML files (ZigZag 2.4.3
 MemoryInstance/MemoryHierarchy/Core, Stream CommunicationLink/Accelerator) and registers it and
 the mapping as importable modules before it runs the tool unchanged. It also records every
-scheduled CN (layer, core, start, end, energy) for the per-layer table. Results are cached in
-bench/out/stream_results.json (Stream takes minutes); --rerun-stream forces a new run.
+scheduled CN (layer, core, start, end, energy) for the per-layer table. The GA is seeded
+(--seed, PYTHONHASHSEED=0) so re-runs agree. Results are cached in bench/out/stream_results.json
+(Stream takes 30-40 s here, minutes on larger graphs); --rerun-stream forces a new run; a failed
+run goes to bench/out/stream_error.json and leaves the cache alone.
 
 MONET side: `monet report MODEL --target SYSTEM.yaml --inference --precision int8 --mapping
 MAP.yaml --no-plots`, run --repeat times as a subprocess (end-to-end wall and CPU time), plus one
-in-process pipeline run (cold cost cache) timed like the Stream tool times its pipeline.
+in-process pipeline run (cold cost cache) timed like the Stream tool times its pipeline. It runs
+twice: on the model as is, and on the model with its Relu removed ("MONET no Relu"), which is
+the graph Stream actually schedules. Results and the reading of the gaps: docs/stream-comparison.md.
 
 If Stream cannot be installed or run, the reason is printed and stored, and only our side is shown.
 
 Usage: python bench/bench_stream_side_by_side.py [--rerun-stream] [--repeat 3]
-       [--stream-timeout 2400] [--hint-loops ""] [--ga-gen 4 --ga-ind 4]
+       [--stream-timeout 2400] [--hint-loops ""] [--ga-gen 4 --ga-ind 4] [--seed 0] [--skip-stream]
 """
 
 from __future__ import annotations
@@ -259,6 +263,19 @@ def _cn_record(n) -> dict:
     }
 
 
+def _memory_record(mm) -> dict:
+    """Per top-level memory instance: when its occupancy peaked, and what it still holds when the
+    schedule ends (tensors are freed when no consumer on that core is left)."""
+    out = {}
+    for inst, cumsum in mm.top_instance_stored_cumsum.items():
+        cores = "+".join(str(c.id) for c in mm.cores_per_top_instance.get(inst, []))
+        peak_at = float(cumsum[cumsum[:, 1].argmax(), 0]) if len(cumsum) else 0.0
+        held = [{"layer": getattr(t.origin, "name", str(t.origin)), "operand": t.layer_operand, "bytes": t.size / 8}
+                for t in mm.top_instance_stored_tensors.get(inst, [])]
+        out[f"core{cores}:{inst.name}"] = {"peak_at": peak_at, "held_at_end": held}
+    return out
+
+
 def stream_worker(argv: list[str]) -> int:
     """Runs in the Stream venv: registers the hardware and mapping modules, then runs the shared
     tool unchanged (runpy) with `argv`; afterwards writes every scheduled CN to cns.json."""
@@ -270,6 +287,7 @@ def stream_worker(argv: list[str]) -> int:
     ap.add_argument("--system", required=True)
     ap.add_argument("--tool", required=True)
     ap.add_argument("--cns-out", required=True)
+    ap.add_argument("--seed", type=int, default=0)
     ours, tool_args = ap.parse_known_args(argv)
     if tool_args and tool_args[0] == "--":
         tool_args = tool_args[1:]
@@ -288,13 +306,23 @@ def stream_worker(argv: list[str]) -> int:
 
     def run_and_record(self):
         results = original_run(self)
-        scme = results[0][0]
-        cns = [_cn_record(n) for n in scme.workload.nodes()]
-        with open(ours.cns_out, "w") as fh:
-            json.dump({"latency": float(scme.latency), "cns": cns}, fh, indent=1)
+        scme = results[0][0] if results else None
+        # MainStage also runs ZigZag's per-CN pipelines; only Stream's outer result has a workload
+        if hasattr(scme, "workload") and hasattr(getattr(scme, "accelerator", None), "memory_manager"):
+            cns = [_cn_record(n) for n in scme.workload.nodes()]
+            with open(ours.cns_out, "w") as fh:
+                json.dump({"latency": float(scme.latency), "cns": cns,
+                           "memories": _memory_record(scme.accelerator.memory_manager)}, fh, indent=1)
         return results
 
     MainStage.run = run_and_record
+    # Stream's GA (DEAP) draws from `random`: seed it so that re-runs give the same allocation
+    import random
+
+    import numpy
+
+    random.seed(ours.seed)
+    numpy.random.seed(ours.seed)
     sys.argv = [ours.tool, *tool_args]
     try:
         runpy.run_path(ours.tool, run_name="__main__")
@@ -322,7 +350,8 @@ def machine() -> str:
             mem = f"{int(f.readline().split()[1]) / 2**20:.0f} GiB RAM"
     except (OSError, ValueError, IndexError):
         pass
-    return f"{platform.node()}: {os.cpu_count()} CPUs ({cpu}), {mem}, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (f"{platform.node()}: {os.cpu_count()} CPUs ({cpu}), {mem}, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
 
 
 def file_digest(*paths: str) -> str:
@@ -331,6 +360,15 @@ def file_digest(*paths: str) -> str:
         with open(p, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
+
+
+def worker_digest() -> str:
+    """Hash of what decides Stream's result on our side: the pins, the mapping and the worker code
+    (between the two section markers), so that edits elsewhere in this file keep the cache."""
+    with open(os.path.abspath(__file__), "rb") as f:
+        text = f.read()
+    worker = text.split(b"= Stream side (worker)", 1)[-1].split(b"= parent side", 1)[0]
+    return hashlib.sha256(json.dumps([STREAM_MAPPING, STREAM_PINS]).encode() + worker).hexdigest()[:16]
 
 
 def stream_config(args) -> dict:
@@ -342,14 +380,12 @@ def stream_config(args) -> dict:
         "system": os.path.basename(SYSTEM),
         "hardware_sha": file_digest(SYSTEM, *core_files),
         "tool_sha": file_digest(TOOL),
-        "worker_sha": hashlib.sha256(
-            json.dumps([STREAM_MAPPING, STREAM_PINS]).encode()
-            + open(os.path.abspath(__file__), "rb").read().split(b"= parent side")[0]
-        ).hexdigest()[:16],
+        "worker_sha": worker_digest(),
         "hint_loops": args.hint_loops,
         "ga_gen": args.ga_gen,
         "ga_ind": args.ga_ind,
         "lpf_limit": args.lpf_limit,
+        "seed": args.seed,
     }
 
 
@@ -361,10 +397,9 @@ def ensure_stream_venv() -> tuple[bool, str]:
         return True, "existing venv"
     t0 = time.perf_counter()
     with open(log, "w") as fh:
-        steps = [[sys.executable if sys.version_info[:2] == (3, 11) else "python3.11", "-m", "venv", "--clear", STREAM_VENV],
-                 [STREAM_PY, "-m", "pip", "install", *STREAM_PINS]]
-        if shutil.which("python3.11"):
-            steps[0][0] = shutil.which("python3.11")
+        # the notes' venvs are Python 3.11 (0.0.8 predates 3.12); fall back to this interpreter
+        python = shutil.which("python3.11") or sys.executable
+        steps = [[python, "-m", "venv", "--clear", STREAM_VENV], [STREAM_PY, "-m", "pip", "install", *STREAM_PINS]]
         for cmd in steps:
             fh.write("$ " + " ".join(cmd) + "\n")
             fh.flush()
@@ -397,11 +432,11 @@ def run_stream(args, config: dict) -> dict:
     cns_path = os.path.join(STREAM_OUT, "cns.json")
     log_path = os.path.join(STREAM_OUT, "stream.log")
     cmd = [STREAM_PY, os.path.abspath(__file__), "--stream-worker", "--system", SYSTEM, "--tool", TOOL,
-           "--cns-out", cns_path, "--",
+           "--cns-out", cns_path, "--seed", str(args.seed), "--",
            "--hardware", HW_MODULE, "--workload", MODEL, "--mapping", MAPPING_MODULE,
            "--hint-loops", args.hint_loops, "--ga-gen", str(args.ga_gen), "--ga-ind", str(args.ga_ind),
            "--lpf-limit", str(args.lpf_limit), "--out", STREAM_OUT]
-    env = dict(os.environ, PYTHONPATH=HERE, MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=HERE, MPLBACKEND="Agg", PYTHONUNBUFFERED="1", PYTHONHASHSEED="0")
     print(f"running Stream 0.0.8 ({how}); log: {log_path} (timeout {args.stream_timeout:.0f} s)", flush=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -448,6 +483,9 @@ def run_stream(args, config: dict) -> dict:
 
 
 def stream_results(args) -> dict:
+    missing = [p for p in (TOOL, MODEL, SYSTEM) if not os.path.exists(p)]
+    if missing:
+        return {"ok": False, "error": f"not found: {', '.join(missing)} (the shared/ folder beside the checkout)"}
     config = stream_config(args)
     if not args.rerun_stream and os.path.exists(STREAM_CACHE):
         with open(STREAM_CACHE) as f:
@@ -456,7 +494,8 @@ def stream_results(args) -> dict:
             cached["from_cache"] = True
             return cached
     result = run_stream(args, config)
-    with open(STREAM_CACHE, "w") as f:
+    # a failed run is kept apart, so that it does not replace a good cached result
+    with open(STREAM_CACHE if result["ok"] else os.path.join(OUT, "stream_error.json"), "w") as f:
         json.dump(result, f, indent=1)
     result["from_cache"] = False
     return result
@@ -471,12 +510,43 @@ def write_our_mapping() -> None:
             f.write(f"- name: {name}\n  core_allocation: {list(cores)}\n")
 
 
-def run_ours(repeat: int) -> dict:
+def write_model_without_relu() -> str:
+    """The model with every Relu removed (its consumers read the Relu's input): what Stream 0.0.8
+    schedules, since it parses Relu as a zero-cost DummyNode. Weights stay external references."""
+    import onnx
+
+    model = onnx.load(MODEL, load_external_data=False)
+    alias = {}
+    keep = []
+    for node in model.graph.node:
+        if node.op_type == "Relu":
+            alias[node.output[0]] = alias.get(node.input[0], node.input[0])
+        else:
+            keep.append(node)
+    outputs = {o.name for o in model.graph.output}
+    if outputs & set(alias):
+        raise ValueError("a Relu output is a graph output")
+    for node in keep:
+        for i, name in enumerate(node.input):
+            if name in alias:
+                node.input[i] = alias[name]
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    infos = [v for v in model.graph.value_info if v.name not in alias]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(infos)
+    path = os.path.join(OUT, "stream_resnet18_inference_no_relu.onnx")
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    return path
+
+
+def run_ours(model: str, out: str, repeat: int) -> dict:
     write_our_mapping()
     monet = shutil.which("monet", path=os.path.dirname(sys.executable)) or shutil.which("monet")
     base = [monet] if monet else [sys.executable, "-m", "monet_ir.tools.monet"]
-    cmd = [*base, "report", MODEL, "--target", SYSTEM, "--inference", "--precision", "int8",
-           "--mapping", OURS_MAPPING, "--out", OURS_OUT, "--no-plots"]
+    cmd = [*base, "report", model, "--target", SYSTEM, "--inference", "--precision", "int8",
+           "--mapping", OURS_MAPPING, "--out", out, "--no-plots"]
     walls, cpus = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -487,22 +557,27 @@ def run_ours(repeat: int) -> dict:
         cpus.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
         if res.returncode != 0:
             raise SystemExit(f"`{' '.join(cmd)}` failed ({res.returncode}):\n{res.stderr}")
-    with open(os.path.join(OURS_OUT, "report.json")) as f:
+    with open(os.path.join(out, "report.json")) as f:
         report = json.load(f)
-    pipeline_s = None
-    try:  # the same pipeline in-process, cold cost cache: the part the Stream tool times
-        from monet_ir.tools.monet import Progress, build_parser, make_report
+    return {"report": report, "walls": walls, "cpus": cpus, "pipeline_s": None, "cmd": cmd, "base": base}
 
-        ns = build_parser().parse_args(cmd[len(base):])
-        t0 = time.perf_counter()
-        make_report(ns, Progress(enabled=False))
-        pipeline_s = time.perf_counter() - t0
+
+def time_pipeline_in_process(ours: dict) -> None:
+    """The same pipeline in this process (first call: cold cost cache), i.e. the part the Stream
+    tool's own wall_s covers (it starts its clock after the imports)."""
+    try:
+        from monet_ir.tools.monet import Progress, build_parser, make_report
     except ImportError:
-        pass
-    return {"report": report, "walls": walls, "cpus": cpus, "pipeline_s": pipeline_s, "cmd": cmd}
+        return
+    ns = build_parser().parse_args(ours["cmd"][len(ours["base"]):])
+    t0 = time.perf_counter()
+    make_report(ns, Progress(enabled=False))
+    ours["pipeline_s"] = time.perf_counter() - t0
 
 
 # ---------------------------------------------------------------------- table
+
+LABEL_WIDTH = 46
 
 
 def fmt(x, digits: int = 0) -> str:
@@ -519,83 +594,113 @@ def ratio(a, b) -> str:
     return f"{a / b:.2f}x"
 
 
-def row(label: str, ours, stream, digits: int = 0, width: int = 44) -> str:
-    return f"  {label:<{width}} {fmt(ours, digits):>16} {fmt(stream, digits):>16} {ratio(ours, stream):>9}"
+def row(label: str, values: list, digits: int = 0) -> str:
+    """values: [ours, ours without Relu, Stream]; then ours/Stream and (no Relu)/Stream."""
+    ours, norelu, stream = values
+    cells = [fmt(v, digits) for v in values] + [ratio(ours, stream), ratio(norelu, stream)]
+    return f"  {label:<{LABEL_WIDTH}} {cells[0]:>15} {cells[1]:>15} {cells[2]:>15} {cells[3]:>8} {cells[4]:>8}"
 
 
-def header(title: str, width: int = 44) -> str:
-    return f"\n{title}\n  {'':<{width}} {'MONET':>16} {'Stream 0.0.8':>16} {'ours/St':>9}"
+def header(title: str) -> str:
+    return (f"\n{title}\n  {'':<{LABEL_WIDTH}} {'MONET':>15} {'MONET no Relu':>15} {'Stream 0.0.8':>15} "
+            f"{'ours/St':>8} {'noRelu/St':>8}")
 
 
-def stream_memory_key(ours_name: str) -> str | None:
-    """'core0.sram_2MB' -> 'core0:sram_2MB'; 'dram' -> 'core6:dram' (the off-chip core)."""
+def stream_memory_key(ours_name: str, stream_names) -> str | None:
+    """'core0.sram_2MB' -> 'core0:sram_2MB'; our 'dram' -> Stream's off-chip core's 'coreN:dram'."""
     if ours_name.startswith("core"):
         return ours_name.replace(".", ":", 1)
-    return None
+    return next((k for k in stream_names if k.endswith(":dram")), None)
 
 
-def print_table(ours: dict, stream: dict, args) -> None:
+def energy_groups(rep: dict | None) -> dict:
+    if rep is None:
+        return {}
+    b = rep.get("energy_breakdown_pj", {})
+    return {
+        "ops": b.get("compute", 0.0) + b.get("onchip_memory", 0.0),
+        "mac": b.get("compute"),
+        "offchip": b.get("offchip_memory"),
+        "c2c": b.get("interconnect"),
+        "links": None,
+    }
+
+
+def stream_energy_groups(s: dict) -> dict:
+    b = s.get("energy_breakdown_pJ")
+    if not b:
+        return {}
+    g = lambda *keys: sum(b.get(k, 0.0) for k in keys)  # noqa: E731
+    return {
+        "ops": g("total_cn_onchip_energy"),
+        "offchip": g("total_cn_offchip_memory_energy", "total_eviction_to_offchip_memory_energy",
+                     "total_sink_layer_output_offchip_memory_energy"),
+        "cn_offchip": g("total_cn_offchip_memory_energy"),
+        "evict": g("total_eviction_to_offchip_memory_energy"),
+        "sink": g("total_sink_layer_output_offchip_memory_energy"),
+        "c2c": g("total_core_to_core_memory_energy"),
+        "links": g("total_cn_offchip_link_energy", "total_eviction_to_offchip_link_energy",
+                   "total_sink_layer_output_offchip_link_energy", "total_core_to_core_link_energy"),
+    }
+
+
+def print_table(ours: dict, norelu: dict | None, stream: dict, args) -> None:
     rep = ours["report"]
+    rep2 = norelu["report"] if norelu else None
     ok = stream.get("ok")
     s = stream.get("summary", {}) if ok else {}
-    print(f"\nWorkload {os.path.basename(MODEL)} (inference, int8), system {os.path.basename(SYSTEM)}, "
-          f"Stream mapping: Conv/Gemm -> cores 0-3, pooling -> 4, Add -> 5 (ours also Relu -> 5)")
+    print(f"\nWorkload {os.path.basename(MODEL)} (inference, int8), system {os.path.basename(SYSTEM)}; mapping "
+          "Conv/Gemm -> cores 0-3, MaxPool/GlobalAveragePool -> 4, Add -> 5 (ours: also Relu -> 5).")
+    print("'MONET no Relu': the same model with its 17 Relu removed, as Stream sees it (Relu = zero-cost dummy).")
     if ok:
-        print(f"Stream: stream-dse 0.0.8 (PyPI) layer-by-layer (hint_loops {args.hint_loops!r}), "
+        print(f"Stream: stream-dse 0.0.8 (PyPI), layer-by-layer (hint_loops {args.hint_loops!r}), "
               f"GA {args.ga_ind} individuals x {args.ga_gen} generations, {s.get('n_cns')} CNs; "
-              f"{'cached from ' + stream.get('measured', '?') if stream.get('from_cache') else 'measured now'}")
+              + (f"cached result measured {stream.get('measured')}" if stream.get("from_cache")
+                 else f"measured now ({stream.get('measured')})"))
     else:
         print("Stream: MISSING -- " + stream.get("error", "not run"))
 
+    get = lambda r, k: r.get(k) if r else None  # noqa: E731
     print(header("Totals"))
-    print(row("latency (cycles)", rep["latency_cycles"], s.get("latency_cycles")))
-    print(row("energy (pJ)", rep["energy_pj"], s.get("energy_pJ")))
+    print(row("latency (cycles)", [rep["latency_cycles"], get(rep2, "latency_cycles"), s.get("latency_cycles")]))
+    print(row("energy (pJ)", [rep["energy_pj"], get(rep2, "energy_pj"), s.get("energy_pJ")]))
 
-    # energy breakdown in comparable groups
-    ob = rep.get("energy_breakdown_pj", {})
-    sb = s.get("energy_breakdown_pJ", {})
+    eo, en, es = energy_groups(rep), energy_groups(rep2), stream_energy_groups(s)
     print(header("Energy breakdown (pJ)"))
-    g = lambda *keys: sum(sb.get(k, 0.0) for k in keys) if sb else None  # noqa: E731
-    print(row("ops: MACs/ops + on-chip memories (ZigZag)", ob.get("compute", 0) + ob.get("onchip_memory", 0),
-              g("total_cn_onchip_energy")))
-    print(row("  of which MAC/op energy", ob.get("compute"), None))
-    print(row("off-chip memory (DRAM accesses)", ob.get("offchip_memory"),
-              g("total_cn_offchip_memory_energy", "total_eviction_to_offchip_memory_energy",
-                "total_sink_layer_output_offchip_memory_energy")))
-    print(row("  Stream: operands streamed by CNs", None, g("total_cn_offchip_memory_energy")))
-    print(row("  Stream: evictions to DRAM", None, g("total_eviction_to_offchip_memory_energy")))
-    print(row("  Stream: sink-layer outputs to DRAM", None, g("total_sink_layer_output_offchip_memory_energy")))
-    print(row("core-to-core (Stream: top-memory r/w)", ob.get("interconnect"), g("total_core_to_core_memory_energy")))
-    print(row("links (unit_energy_cost = 0 here)", None,
-              g("total_cn_offchip_link_energy", "total_eviction_to_offchip_link_energy",
-                "total_sink_layer_output_offchip_link_energy", "total_core_to_core_link_energy")))
-    tr = rep.get("transfers", {})
-    if tr:
-        print("  (ours, transfers: " + ", ".join(f"{k} {v['count']} x / {v['bytes']:,} B / {v['energy_pj']:,.0f} pJ"
-                                              for k, v in tr.items()) + ")")
+    print(row("ops: MAC/op + on-chip memories (ZigZag-style)", [eo["ops"], en.get("ops"), es.get("ops")]))
+    print(row("  of which MAC/op energy", [eo["mac"], en.get("mac"), None]))
+    print(row("off-chip memory (DRAM accesses), all", [eo["offchip"], en.get("offchip"), es.get("offchip")]))
+    print(row("  Stream: CN fetches from DRAM + too-large ops", [None, None, es.get("cn_offchip")]))
+    print(row("  Stream: evictions to DRAM", [None, None, es.get("evict")]))
+    print(row("  Stream: sink-layer outputs to DRAM", [None, None, es.get("sink")]))
+    print(row("core-to-core (ours: links/DRAM hops; St: SRAM)", [eo["c2c"], en.get("c2c"), es.get("c2c")]))
+    print(row("link activity (unit_energy_cost is 0 here)", [None, None, es.get("links")]))
+    for label, r in (("ours", rep), ("ours, no Relu", rep2)):
+        if r and r.get("transfers"):
+            print(f"  ({label} transfers: " + "; ".join(f"{k} {v['count']} x {v['bytes']:,} B {v['energy_pj']:,.0f} pJ"
+                                                     for k, v in r["transfers"].items()) + ")")
 
     print(header("Peak memory (bytes)"))
     peaks = rep["memory"].get("peak_bytes", {})
+    peaks2 = rep2["memory"].get("peak_bytes", {}) if rep2 else {}
     caps = rep["memory"].get("capacity_bytes", {})
     speaks = {k: v / 8 for k, v in s.get("peak_memory_bits", {}).items()}
     used = set()
     for name, peak in peaks.items():
-        key = stream_memory_key(name)
-        if key is None:  # DRAM: Stream's off-chip core
-            key = next((k for k in speaks if k.endswith(":dram")), None)
+        key = stream_memory_key(name, speaks)
         used.add(key)
-        print(row(f"{name} (capacity {caps.get(name, 0):,.0f})", peak, speaks.get(key)))
+        print(row(f"{name} (cap. {caps.get(name, 0):,.0f})", [peak, peaks2.get(name), speaks.get(key)]))
     for k, v in speaks.items():
         if k not in used:
-            print(row(f"Stream only: {k}", None, v))
+            print(row(f"Stream only: {k}", [None, None, v]))
 
     print(header("Run time (s)"))
-    walls, cpus = ours["walls"], ours["cpus"]
-    print(row(f"process wall, median of {len(walls)} (Stream: 1 run)", statistics.median(walls),
-              stream.get("process_wall_s"), 2))
-    print(row("process CPU (user+sys)", statistics.median(cpus), stream.get("process_cpu_s"), 2))
-    print(row("pipeline only (Stream tool's wall_s)", ours.get("pipeline_s"), s.get("wall_s"), 2))
-    print(row("peak RSS (MiB, Stream tool's max_rss)", None, s.get("max_rss_MiB"), 1))
+    med = lambda r, k: statistics.median(r[k]) if r else None  # noqa: E731
+    print(row(f"process wall (ours: median of {len(ours['walls'])}; St: 1)",
+              [med(ours, "walls"), med(norelu, "walls"), stream.get("process_wall_s")], 2))
+    print(row("process CPU, user+sys", [med(ours, "cpus"), med(norelu, "cpus"), stream.get("process_cpu_s")], 2))
+    print(row("pipeline only (after imports; Stream's wall_s)",
+              [ours.get("pipeline_s"), get(norelu, "pipeline_s"), s.get("wall_s")], 2))
 
     if ok and stream.get("cns"):
         print_layers(rep, stream["cns"])
@@ -604,18 +709,17 @@ def print_table(ours: dict, stream: dict, args) -> None:
 def print_layers(rep: dict, cns: list[dict]) -> None:
     per_layer: dict[str, dict] = {}
     for cn in cns:
-        d = per_layer.setdefault(cn["name"], {"core": set(), "start": None, "end": None, "runtime": 0.0, "energy": 0.0,
-                                              "type": cn["type"], "too_large": set()})
+        d = per_layer.setdefault(cn["name"], {"core": set(), "start": None, "runtime": 0.0, "energy": 0.0,
+                                              "too_large": set()})
         d["core"].add(cn["core"])
         d["start"] = cn["start"] if d["start"] is None else min(d["start"], cn["start"])
-        d["end"] = cn["end"] if d["end"] is None else max(d["end"], cn["end"])
         d["runtime"] += cn["runtime"] or 0.0
         d["energy"] += cn["onchip_energy"] + cn["offchip_energy"]
         d["too_large"].update(cn["too_large_operands"])
-    print("\nPer layer (Stream: CN runtime and on+off-chip energy of the CN, ZigZag 2.4.3; "
-          "ours: op latency and energy; 'tl' = Stream's too-large operands, streamed from DRAM)")
-    print(f"  {'layer':<34} {'core':>6} {'lat ours':>11} {'lat St':>11} {'ratio':>7} "
-          f"{'E ours (pJ)':>14} {'E St (pJ)':>14} {'ratio':>7} {'start ours':>11} {'start St':>11}  tl")
+    print("\nPer layer (MONET run with Relu). Stream: CN runtime and on+off-chip energy from ZigZag 2.4.3; "
+          "ours: op latency and energy.\n'core' = ours/Stream; 'tl' = Stream's too-large operands (kept in DRAM).")
+    print(f"  {'layer':<36} {'core':>5} {'lat ours':>10} {'lat St':>10} {'ratio':>6} "
+          f"{'E ours (pJ)':>13} {'E St (pJ)':>13} {'ratio':>6} {'start ours':>10} {'start St':>10}  tl")
     lat_o = lat_s = e_o = e_s = 0.0
     for layer in rep.get("layers", []):
         sd = per_layer.get(layer["name"])
@@ -625,14 +729,14 @@ def print_layers(rep: dict, cns: list[dict]) -> None:
             lat_s += sd["runtime"]
             e_o += layer["energy_pj"]
             e_s += sd["energy"]
-        print(f"  {layer['name'][-34:]:<34} {cores:>6} {fmt(layer['latency_cycles']):>11} "
-              f"{fmt(sd['runtime'] if sd else None):>11} {ratio(layer['latency_cycles'], sd['runtime'] if sd else None):>7} "
-              f"{fmt(layer['energy_pj']):>14} {fmt(sd['energy'] if sd else None):>14} "
-              f"{ratio(layer['energy_pj'], sd['energy'] if sd else None):>7} {fmt(layer['start_cycle']):>11} "
-              f"{fmt(sd['start'] if sd else None):>11}  {','.join(sorted(sd['too_large'])) if sd else ''}")
-    missing = [n for n in per_layer if n not in {l['name'] for l in rep.get('layers', [])}]
-    print(f"  {'sum over matched layers':<34} {'':>6} {fmt(lat_o):>11} {fmt(lat_s):>11} {ratio(lat_o, lat_s):>7} "
-          f"{fmt(e_o):>14} {fmt(e_s):>14} {ratio(e_o, e_s):>7}")
+        st = lambda k: sd[k] if sd else None  # noqa: E731
+        print(f"  {layer['name'][-36:]:<36} {cores:>5} {fmt(layer['latency_cycles']):>10} {fmt(st('runtime')):>10} "
+              f"{ratio(layer['latency_cycles'], st('runtime')):>6} {fmt(layer['energy_pj']):>13} "
+              f"{fmt(st('energy')):>13} {ratio(layer['energy_pj'], st('energy')):>6} {fmt(layer['start_cycle']):>10} "
+              f"{fmt(st('start')):>10}  {','.join(sorted(sd['too_large'])) if sd else ''}")
+    print(f"  {'sum over layers in both':<36} {'':>5} {fmt(lat_o):>10} {fmt(lat_s):>10} {ratio(lat_o, lat_s):>6} "
+          f"{fmt(e_o):>13} {fmt(e_s):>13} {ratio(e_o, e_s):>6}")
+    missing = [n for n in per_layer if n not in {l["name"] for l in rep.get("layers", [])}]
     if missing:
         print(f"  Stream CNs with no op of ours: {missing}")
 
@@ -648,15 +752,15 @@ def main() -> int:
     ap.add_argument("--ga-gen", type=int, default=4)
     ap.add_argument("--ga-ind", type=int, default=4)
     ap.add_argument("--lpf-limit", type=int, default=6)
+    ap.add_argument("--seed", type=int, default=0, help="seed of Stream's GA (random, numpy)")
     ap.add_argument("--skip-stream", action="store_true", help="only our side")
     args = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
-    if args.skip_stream:
-        stream = {"ok": False, "error": "skipped (--skip-stream)"}
-    else:
-        stream = stream_results(args)
-    ours = run_ours(args.repeat)
-    print_table(ours, stream, args)
+    stream = {"ok": False, "error": "skipped (--skip-stream)"} if args.skip_stream else stream_results(args)
+    ours = run_ours(MODEL, OURS_OUT, args.repeat)
+    norelu = run_ours(write_model_without_relu(), OURS_OUT + "_no_relu", args.repeat)
+    time_pipeline_in_process(ours)
+    print_table(ours, norelu, stream, args)
     print(f"\nmachine: {machine()}")
     return 0
 

@@ -124,8 +124,19 @@ def per_op_rows(fn: func.FuncOp) -> list[dict[str, Any]]:
     return rows
 
 
-def gradient_bytes(fn: func.FuncOp) -> int:
+def _sizer(bits: int | None):
+    """Storage bytes of a tensor type, with float elements `bits` wide when given (a report's
+    `--precision`)."""
+    if bits is None:
+        return tensor_bytes
+    from monet_ir.cost.ir_signatures import tensor_bytes_at
+
+    return lambda t: tensor_bytes_at(t, bits)
+
+
+def gradient_bytes(fn: func.FuncOp, bits: int | None = None) -> int:
     """Bytes of the trainable parameters' gradients (see the module docstring)."""
+    tensor_bytes = _sizer(bits)
     infos = graph.arg_infos(fn)
     grads: dict[str, int] = {}
     if fn.res_attrs is not None:
@@ -144,8 +155,9 @@ def gradient_bytes(fn: func.FuncOp) -> int:
     return sum(grads.values())
 
 
-def memory_summary(fn: func.FuncOp) -> dict[str, int]:
-    """Bytes by category (see the module docstring)."""
+def memory_summary(fn: func.FuncOp, bits: int | None = None) -> dict[str, int]:
+    """Bytes by category (see the module docstring); `bits` sets the width of float tensors."""
+    tensor_bytes = _sizer(bits)
     summary = dict.fromkeys(
         ("parameter_bytes", "buffer_bytes", "gradient_bytes", "optimizer_state_bytes", "input_bytes"), 0)
     for info, arg in zip(graph.arg_infos(fn), fn.body.block.args):
@@ -156,8 +168,13 @@ def memory_summary(fn: func.FuncOp) -> dict[str, int]:
             summary["optimizer_state_bytes"] += size
         elif info.role == "input":
             summary["input_bytes"] += size
-    summary["gradient_bytes"] = gradient_bytes(fn)
-    saved = saved_bytes_by_kind(fn, saved_activations(fn))
+    summary["gradient_bytes"] = gradient_bytes(fn, bits)
+    saved = {"activation": 0, "input": 0, "param": 0}
+    seen = set()
+    for value in saved_activations(fn):
+        if value.storage not in seen:
+            seen.add(value.storage)
+            saved[value.kind] = saved.get(value.kind, 0) + tensor_bytes(value.storage.type)
     summary["saved_activation_bytes"] = saved["activation"]
     summary["saved_input_bytes"] = saved["input"]
     summary["saved_param_bytes"] = saved["param"]

@@ -35,7 +35,9 @@ def _port_cycles(memory: MemoryLevel, read_bits: float, write_bits: float) -> tu
     readers = [p for p in memory.ports if p.kind != "write"]
     writers = [p for p in memory.ports if p.kind != "read"]
     read_port = max(readers, key=lambda p: p.bandwidth_bits) if readers else None
-    write_port = max(writers, key=lambda p: p.bandwidth_bits) if writers else None
+    # with several read-write ports, writes take another port than reads (they overlap)
+    other_writers = [p for p in writers if p is not read_port] or writers
+    write_port = max(other_writers, key=lambda p: p.bandwidth_bits) if other_writers else None
     read_cycles = read_bits / read_port.bandwidth_bits if read_port else 0.0
     write_cycles = write_bits / write_port.bandwidth_bits if write_port else 0.0
     same_port = read_port is not None and read_port is write_port

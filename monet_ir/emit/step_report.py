@@ -62,13 +62,13 @@ def schedule_report(s: Schedule) -> dict[str, Any]:
         entry["count"] += 1
         entry["bytes"] += tr.bytes
         entry["energy_pj"] += tr.energy_pj
-        if tr.src == DRAM or tr.dst == DRAM:
-            offchip += tr.energy_pj
+        if tr.resource.startswith("dram"):
+            offchip += tr.energy_pj  # includes core-to-core copies routed through DRAM
         else:
             interconnect += tr.energy_pj
     breakdown = {"compute": compute, "onchip_memory": onchip, "offchip_memory": offchip, "interconnect": interconnect}
     dram_traffic = sum(st.dram_bytes for st in s.tasks) + sum(
-        tr.bytes for tr in s.transfers if tr.src == DRAM or tr.dst == DRAM)
+        tr.bytes for tr in s.transfers if tr.resource.startswith("dram"))
     return {
         "target": target.name,
         "frequency_hz": target.frequency_hz,

@@ -147,6 +147,8 @@ class Scheduler:
         self.pending_frees: list[list[tuple[float, int]]] = [[] for _ in target.cores]
         self.streamed: set[tuple[int, int]] = set()  # (task, tensor) moved through DRAM, not held
         self.watermark = 0.0
+        self.op_core: dict[int, int] = {}  # IR op -> the core its (first) tile runs on
+        self.unpaid_outputs: set[tuple[int, int]] = set()  # streamed to DRAM by us, not by the op
         self.remaining_uses: dict[int, int] = {}
         self.mem_names = []
         self.capacity = []
@@ -276,6 +278,11 @@ class Scheduler:
             self._produce(task, core, start, start, allocate=False)
             self._release_inputs(task, start)
             return start
+        pinned = self.op_core.get(task.op_index)
+        if pinned is not None and pinned in options:
+            # the tiles of one op share a core, as Stream allocates a layer's CNs: its weights
+            # are loaded once and stay resident across tiles
+            options = {pinned: options[pinned]}
         best = None
         for c, cost in options.items():
             start = max(ready, self.core_free[c], self._estimate_arrival(task, c, ready))
@@ -284,8 +291,11 @@ class Scheduler:
             if best is None or key < best[0]:
                 best = (key, c, cost)
         _, core, cost = best
+        self.op_core[task.op_index] = core
         self._note_streamed(task, cost)
-        arrival = self._bring_inputs(task, core, max(ready, self.core_free[core]))
+        # inputs start arriving as soon as they exist and there is room (prefetch while the
+        # core finishes earlier work), as Stream fills idle link time
+        arrival = self._bring_inputs(task, core, ready)
         start = max(ready, self.core_free[core], arrival)
         start = self._room_for_outputs(task, core, start)
         end = start + self.cycles(cost, core)
@@ -304,8 +314,14 @@ class Scheduler:
         the roles the loop-nest model spilled, or everything a vector op's data does not fit."""
         keys = cost.breakdown_pj
         if not isinstance(task.sig, LoopNestSig):
-            if any(k == "dram" or k.startswith("dram.") for k in keys):
-                self.streamed.update((task.index, t) for t in (*task.reads, *task.writes))
+            # a vector op streams the part of its data that does not fit its memory: the
+            # largest tensors, up to the DRAM bytes its cost counts
+            budget = cost.dram_bytes
+            for t in sorted(dict.fromkeys((*task.reads, *task.writes)), key=lambda t: -self.g.tensors[t].bytes):
+                if budget <= 0:
+                    break
+                self.streamed.add((task.index, t))
+                budget -= self.g.tensors[t].bytes
             return
         spilled = {k.split(".", 1)[1] for k in keys if k.startswith("dram.")}
         self.streamed.update((task.index, t) for t, role in task.roles.items() if role in spilled)
@@ -329,18 +345,13 @@ class Scheduler:
             if core in copies:
                 arrival = max(arrival, copies[core])
                 continue
-            if self._streamed(root, core) or not copies:
+            if not copies or (task.index, tid) in self.streamed:
                 continue
             src, at = min(copies.items(), key=lambda kv: kv[1])
             res = self._route(src, core)
             nbytes = self.g.tensors[root].bytes
             arrival = max(arrival, max(at, ready, res[0].free_at) + sum(nbytes * 8 / r.bits_per_cycle for r in res))
         return arrival
-
-    def _streamed(self, root: int, core: int) -> bool:
-        """A value too large for half of the core's top memory is streamed from DRAM by the op
-        itself (its cost already counts that traffic), not copied in beforehand."""
-        return self.g.tensors[root].bytes > 0.5 * self.capacity[core]
 
     def _route(self, src: int, dst: int) -> list[Resource]:
         if src == DRAM:
@@ -364,22 +375,18 @@ class Scheduler:
             if core in copies:
                 arrival = max(arrival, copies[core])
                 continue
-            if self._streamed(root, core) or (task.index, tid) in self.streamed:
-                if DRAM not in copies and copies:
-                    src, at = min(copies.items(), key=lambda kv: kv[1])
-                    self.memories[self.dram_name].events.append((at, self.g.tensors[root].bytes))
-                    copies[DRAM] = self._transfer(root, src, DRAM, at, "store")
+            if (task.index, tid) in self.streamed:
+                # the op reads it from DRAM itself (its cost counts that traffic)
+                self._ensure_in_dram(root, copies)
                 arrival = max(arrival, copies.get(DRAM, 0.0))
                 continue
             src, at = min(copies.items(), key=lambda kv: kv[1])
             nbytes = self.g.tensors[root].bytes
             when = self._room_at(core, nbytes, needed, max(at, ready))
             if when is None:
-                self.streamed.add((task.index, root))
-                if DRAM not in copies:
-                    self.memories[self.dram_name].events.append((at, nbytes))
-                    copies[DRAM] = self._transfer(root, src, DRAM, at, "store")
-                arrival = max(arrival, copies[DRAM])
+                # no room even after evicting: it streams through from DRAM, and we pay that
+                self._ensure_in_dram(root, copies)
+                arrival = max(arrival, self._transfer(root, DRAM, core, max(copies[DRAM], ready), "load"))
                 continue
             end = self._transfer(root, src, core, when, "load" if src == DRAM else "copy")
             self._allocate(core, root, when)
@@ -387,13 +394,24 @@ class Scheduler:
             arrival = max(arrival, end)
         return arrival
 
+    def _ensure_in_dram(self, root: int, copies: dict[int, float]) -> None:
+        if DRAM not in copies and copies:
+            src, at = min(copies.items(), key=lambda kv: kv[1])
+            self.memories[self.dram_name].events.append((at, self.g.tensors[root].bytes))
+            copies[DRAM] = self._transfer(root, src, DRAM, at, "store")
+
     def _transfer(self, root: int, src: int, dst: int, ready: float, reason: str) -> float:
         nbytes = self.g.tensors[root].bytes
         time = ready
-        for res in self._route(src, dst):
+        route = self._route(src, dst)
+        for res in route:
             start, end, energy = res.reserve(time, nbytes)
             self.transfers.append(Transfer(root, src, dst, start, end, nbytes, energy, res.name, reason))
             time = end
+        if len(route) == 2:
+            # a core-to-core copy without a link goes through DRAM, which holds it meanwhile
+            first = self.transfers[-2]
+            self.memories[self.dram_name].events += [(first.start, nbytes), (time, -nbytes)]
         return time
 
     def _produce(self, task: Task, core: int, start: float, end: float, allocate: bool) -> None:
@@ -403,10 +421,12 @@ class Scheduler:
                 continue  # a view of existing storage
             if not allocate:
                 continue  # constants are in DRAM from the start
-            if t.bytes > self.capacity[core] * 0.5 or (task.index, tid) in self.streamed:
-                # the op writes it to DRAM as it goes (too large to keep, or spilled by the op)
+            if (task.index, tid) in self.streamed:
+                # the op writes it to DRAM as it goes (spilled by the op, or no room on chip)
                 self.copies[tid] = {DRAM: end}
                 self.memories[self.dram_name].events.append((start, t.bytes))
+                if (task.index, tid) in self.unpaid_outputs:
+                    self._transfer(tid, core, DRAM, start, "store")
                 continue
             self._allocate(core, tid, start)
             self.copies[tid] = {core: end}
@@ -474,11 +494,12 @@ class Scheduler:
         need = 0
         for tid in task.writes:
             t = self.g.tensors[tid]
-            if t.root == tid and t.bytes <= self.capacity[core] * 0.5:
+            if t.root == tid and (task.index, tid) not in self.streamed:
                 # outputs are placed together: check each one with those before it
                 when = self._room_at(core, need + t.bytes, keep, start)
                 if when is None:
                     self.streamed.add((task.index, tid))
+                    self.unpaid_outputs.add((task.index, tid))
                 else:
                     start, need = when, need + t.bytes
         return start

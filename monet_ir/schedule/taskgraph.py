@@ -118,6 +118,7 @@ class _Extractor:
             tid = self.new_tensor(info.name or f"arg{info.index}", self.size(arg.type), role,
                                   role in ("param", "state"), None)
             self.parts[arg] = [_Part(tid)]
+        self.split_hints = self.find_split_hints()
         for position, op in enumerate(graph.compute_ops(self.fn)):
             self.position = position
             tiling = op.attributes.get("monet.tiling")
@@ -130,6 +131,23 @@ class _Extractor:
         _recompute_when_needed(self.tasks)
         _optimizer_after_backward(self.tasks)
         return TaskGraph(self.tasks, self.tensors)
+
+    def find_split_hints(self) -> dict[SSAValue, tuple[int, int]]:
+        """Values computed whole but read by tiles: (axis, tiles) to store them as row pieces,
+        so that each tile reads only its rows."""
+        from monet_ir.schedule.tiling import operand_rows
+
+        hints: dict[SSAValue, tuple[int, int]] = {}
+        for op in graph.compute_ops(self.fn):
+            tiling = op.attributes.get("monet.tiling")
+            if tiling is None or not op.results:
+                continue
+            size = shape_of(op.results[0].type)[tiling.axis.data]
+            for index, operand in enumerate(op.operands):
+                needed = operand_rows(op, index, tiling.axis.data, 0, size)
+                if needed is not None and operand not in hints:
+                    hints[operand] = (needed[0], tiling.tiles.data)
+        return hints
 
     def kind_of(self, op: Operation, result: SSAValue, phase: str) -> tuple[str, bool]:
         if isinstance(op, nn.ConstantOp):
@@ -160,7 +178,22 @@ class _Extractor:
                 self.parts[r] = self.parts[op.operands[0]]
                 continue
             kind, persistent = self.kind_of(op, r, task.phase)
-            tid = self.new_tensor(r.name_hint or task.node or op.name, self.size(r.type), kind, persistent, task.index)
+            name = r.name_hint or task.node or op.name
+            hint = self.split_hints.get(r)
+            if hint is not None and not isinstance(op, nn.ConstantOp):
+                from monet_ir.schedule.tiling import tile_bounds
+
+                axis, tiles = hint
+                full = shape_of(r.type)[axis]
+                pieces = []
+                for lo, hi in tile_bounds(full, tiles):
+                    nbytes = -(-self.size(r.type) * (hi - lo) // full)
+                    pieces.append(_Part(self.new_tensor(f"{name}[{lo}:{hi}]", nbytes, kind, persistent, task.index),
+                                        (lo, hi), axis))
+                self.parts[r] = pieces
+                writes += [p.tensor for p in pieces]
+                continue
+            tid = self.new_tensor(name, self.size(r.type), kind, persistent, task.index)
             self.parts[r] = [_Part(tid)]
             writes.append(tid)
         task.writes = tuple(writes)
@@ -183,7 +216,7 @@ class _Extractor:
             task.roles[tid] = result_role
 
     def add_tiled(self, op: Operation, tiling) -> None:
-        from monet_ir.schedule.tiling import operand_rows, tile_bounds, tile_signature
+        from monet_ir.schedule.tiling import operand_rows, tile_bounds, tile_signature, waits_for_all_rows
 
         axis = tiling.axis.data
         full = shape_of(op.results[0].type)[axis]
@@ -191,12 +224,15 @@ class _Extractor:
         bounds = tile_bounds(full, tiling.tiles.data)
         result_parts: dict[SSAValue, list[_Part]] = {r: [] for r in op.results}
         tile_tasks = []
+        barrier = {self.tensors[p.tensor].producer for v in op.operands for p in self.parts[v]} \
+            if waits_for_all_rows(op) else set()
         for lo, hi in bounds:
             reads: list[int] = []
             for index, operand in enumerate(op.operands):
                 needed = operand_rows(op, index, axis, lo, hi)
                 reads += [p.tensor for p in self.parts[operand] if _overlaps(p, needed)]
             task = self.new_task(op, tile_signature(sig, op, axis, hi - lo, full), reads)
+            task.preds.update(p for p in barrier if p is not None)
             writes = []
             for r in op.results:
                 kind, persistent = self.kind_of(op, r, task.phase)

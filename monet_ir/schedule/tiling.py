@@ -10,8 +10,10 @@ sequence of a transformer layer). `operand_rows(op, i, axis, lo, hi)` says which
   the same rows (broadcast operands are read whole);
 - reshape, transpose, concat and split that keep the tiled axis: the same rows on the axis it
   moves to;
-- `None`: the whole operand (a weight, a bias, a broadcast value, or an op that needs all of its
-  input first, such as batch normalization with batch statistics).
+- `None`: the whole operand (a weight, a bias, a broadcast value).
+
+Batch normalization with batch statistics reads its own rows per tile but waits for the whole
+input (`waits_for_all_rows`): the statistics need every row.
 
 `tiled_axes(op)` gives the result axes an op can be tiled along, and `fusable(op, axis)`
 whether it can join a stack tiled along `axis`.
@@ -93,7 +95,9 @@ def operand_rows(op: Operation, index: int, axis: int, lo: int, hi: int) -> tupl
     if isinstance(op, nn.MatMulOp | nn.GemmOp):
         return (len(in_shape) - 2, (lo, hi)) if index == 0 and len(in_shape) >= 2 else None
     if isinstance(op, nn.BatchNormOp):
-        return None  # batch statistics need every row before any output row
+        # a tile normalizes its own rows; the statistics over every row make it wait for the
+        # whole input first (see `waits_for_all_rows`), not read it again per tile
+        return (axis, (lo, hi)) if index == 0 else None
     if isinstance(op, nn.LayerNormOp | nn.SoftmaxOp | nn.LogSoftmaxOp):
         return (axis, (lo, hi)) if index == 0 else None
     if isinstance(op, nn.TransposeOp | nn.ConcatOp | nn.SplitOp | nn.ReshapeOp):
@@ -105,6 +109,11 @@ def operand_rows(op: Operation, index: int, axis: int, lo: int, hi: int) -> tupl
     if own < 0 or in_shape[own] != out_shape[axis]:
         return None
     return own, (lo, hi)
+
+
+def waits_for_all_rows(op: Operation) -> bool:
+    """Whether every tile of `op` needs its whole input computed first (batch statistics)."""
+    return isinstance(op, nn.BatchNormOp) and bool_of(op.training)
 
 
 def tile_bounds(size: int, tiles: int) -> list[Rows]:
