@@ -427,6 +427,8 @@ class Scheduler:
                 self.memories[self.dram_name].events.append((start, t.bytes))
                 if (task.index, tid) in self.unpaid_outputs:
                     self._transfer(tid, core, DRAM, start, "store")
+                if self.remaining_uses.get(tid, 0) == 0:
+                    self._free(tid, end)
                 continue
             self._allocate(core, tid, start)
             self.copies[tid] = {core: end}

@@ -1,0 +1,263 @@
+"""`activation-checkpoint`: recompute saved activations in the backward pass instead of storing them.
+
+    activation-checkpoint{policy=store-all|recompute-all|sqrt|memory-budget|list budget=BYTES recompute=NODE,...}
+
+Options:
+- `policy` (default `store-all`): which saved activations to recompute.
+  - `store-all`: keep every saved activation; no op changes (only the `monet.saved` marks are
+    refreshed).
+  - `recompute-all`: recompute every recomputable saved activation. Nothing recomputable is
+    kept, so the whole forward pass is one segment, recomputed once from the inputs and
+    parameters when the backward pass first needs it: FLOPs of about one more forward pass,
+    saved activations down to the loss op's and random ops' results, but every recomputed value
+    then lives from the start of the backward pass to its last backward use, as the stored one
+    did, so this policy does not lower the activation high-water mark.
+  - `sqrt`: Chen et al.'s sqrt(n) segments: of the n recomputable saved activations in forward
+    order, keep about one every ceil(sqrt(n)) as a checkpoint, at values that separate the forward
+    graph (ResNet block outputs, a transformer's residual stream), and recompute the others
+    from the nearest kept values: at most one more forward pass.
+  - `memory-budget`: recompute, greedily by saved bytes per recompute FLOP, until the
+    saved-activation bytes (`saved_bytes_by_kind(fn)["activation"]`) are at most `budget`.
+    Fails when even `recompute-all` saves more than the budget.
+  - `list`: recompute exactly the saved results of the forward nodes named by `recompute`.
+  The value can also be written into the policy, quoted, since xDSL splits option values at
+  commas and does not lex `=`: `policy="memory-budget=4000000"`, `policy="list=/fc1/Gemm,/Relu"`
+  (names separated by commas or spaces). `ActivationCheckpointPass(policy=TEXT)` takes the same
+  text, so a command line can pass a user's `--checkpoint TEXT` as is; `parse_policy(TEXT)`
+  checks it (ValueError with a one-line message).
+- `budget`: the byte budget of `policy=memory-budget`: an integer; in the quoted policy form an
+  integer with an optional unit (`4MB`, `4MiB`, `512KiB`, ...).
+- `recompute`: the ONNX node names of `policy=list`, quoted (node names contain `/` and `.`):
+  `recompute="/layer1/layer1.0/relu/Relu","/layer1/layer1.0/relu_1/Relu"`.
+
+Spellings on the command line:
+
+    -p 'activation-checkpoint{policy=sqrt}'
+    -p 'activation-checkpoint{policy=memory-budget budget=4000000}'
+    -p 'activation-checkpoint{policy="memory-budget=4MB"}'
+    -p 'activation-checkpoint{policy=list recompute="/fc1/Gemm","/Relu"}'
+    -p 'activation-checkpoint{policy="list=/fc1/Gemm /Relu"}'
+
+What is recomputed (see `monet_ir.analysis.checkpoint_policies`): values computed by pure `nn`
+ops of the forward phase. Inputs and parameters are never activations. The mask and result of
+`nn.dropout` (random) are always stored, and become saved if a recomputation reads them; no
+offloading is modelled. The loss op's results are always stored (the backward pass reads them
+first). Naming one of these with `list` is an error.
+
+Rewriting: for each saved activation chosen for recomputation, every backward op reading it
+(directly or through an `nn.reshape` view) reads a recomputed copy instead. The copy is made by
+clones of the forward ops computing it from the nearest kept values (arguments, constants,
+random results, kept saved activations), inserted right before the first backward op that
+needs it. Clones are shared within a segment (the forward ops between two kept saved
+activations): each op is cloned at most once for the recomputed values of one segment, and a
+later backward op of the segment reuses the clone. A clone has the forward op's properties and
+`node`, `phase = "recompute"`, and its result's SSA name is the original's with `_rc` appended.
+Forward ops and their forward uses are not changed, so an original value now dies after its last
+forward use; optimizer ops are not touched. The clones compute the same ops on the same values
+as the forward pass, so every result is bit-identical to the stored one.
+
+Idempotence: `store-all` changes no op, whatever it is run on (it only refreshes the marks), so
+running it again is a no-op. Any other policy on a function that already has recompute ops is an
+error: checkpointing is decided once, on the step `autodiff` produced (before or after
+`insert-optimizer`). After the pass, the `monet.saved` marks are current
+(`monet_ir.analysis.saved.mark_saved`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from monet_ir import graph
+from monet_ir.analysis import checkpoint_policies as plans
+from monet_ir.analysis.saved import SAVED_ATTR, mark_saved, storage_of
+
+POLICIES = ("store-all", "recompute-all", "sqrt", "memory-budget", "list")
+POLICY_HELP = "store-all, recompute-all, sqrt, memory-budget=BYTES or list=NODE,NODE,..."
+RECOMPUTE_SUFFIX = "_rc"
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A parsed policy: its kind, the byte budget (memory-budget) and node names (list)."""
+
+    kind: str
+    budget: int | None = None
+    names: tuple[str, ...] = ()
+
+
+def parse_bytes(text: str) -> int:
+    match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    if match is None or match.group(2).lower() not in _UNITS:
+        raise ValueError(f"'{text}' is not a byte count (an integer, optionally with B, KB, MB, GB, KiB, MiB or GiB)")
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def split_names(texts: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Node names from comma- or space-separated lists."""
+    return tuple(name for text in texts for name in re.split(r"[,\s]+", text) if name)
+
+
+def parse_policy(policy: str, budget: int | None = None, recompute: tuple[str, ...] = ()) -> Policy:
+    """The policy of the pass options; raises ValueError with a one-line message."""
+    kind, has_value, value = (part.strip() for part in policy.partition("="))
+    if kind not in POLICIES:
+        raise ValueError(f"unknown policy '{policy}' (expected {POLICY_HELP})")
+    if budget is not None and kind != "memory-budget":
+        raise ValueError(f"the budget option only applies to policy=memory-budget, not '{kind}'")
+    if recompute and kind != "list":
+        raise ValueError(f"the recompute option only applies to policy=list, not '{kind}'")
+    if kind == "memory-budget":
+        if has_value and budget is not None:
+            raise ValueError("the budget is given twice (in the policy and in the budget option)")
+        if has_value:
+            budget = parse_bytes(value)
+        if budget is None or budget < 0:
+            raise ValueError("policy=memory-budget needs a non-negative budget in bytes (memory-budget=BYTES)")
+        return Policy(kind, budget=budget)
+    if kind == "list":
+        names = split_names([value, *recompute])
+        if not names:
+            raise ValueError("policy=list needs node names (list=NODE,NODE,... or recompute=\"NODE\",...)")
+        return Policy(kind, names=names)
+    if has_value:
+        raise ValueError(f"policy '{kind}' takes no value, got '{policy}'")
+    return Policy(kind)
+
+
+@dataclass(frozen=True)
+class ActivationCheckpointPass(ModulePass):
+    """Recompute saved activations in the backward pass (see the module docstring)."""
+
+    name = "activation-checkpoint"
+
+    policy: str = "store-all"
+    """store-all | recompute-all | sqrt | memory-budget[=BYTES] | list[=NODE,...]"""
+    budget: int | None = None
+    """Saved-activation byte budget of policy=memory-budget."""
+    recompute: tuple[str, ...] = ()
+    """Node names of policy=list."""
+
+    def parsed_policy(self) -> Policy:
+        try:
+            return parse_policy(self.policy, self.budget, tuple(self.recompute))
+        except ValueError as e:
+            raise PassFailedException(f"activation-checkpoint: {e}") from None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        self.checkpoint(graph.step_function(op))
+
+    def checkpoint(self, fn: func.FuncOp) -> list[str]:
+        """Apply the pass to one step function; returns the nodes whose saved results are now
+        recomputed, in forward order."""
+        policy = self.parsed_policy()
+        if policy.kind != "store-all":
+            reject_checkpointed(fn)
+        problem = plans.CheckpointProblem(fn)
+        try:
+            dropped = choose(problem, policy)
+        except plans.PlanError as e:
+            raise PassFailedException(f"activation-checkpoint{{policy={self.policy}}}: {e}") from None
+        recompute(fn, problem, dropped)
+        mark_saved(fn)
+        return plans.describe(problem, dropped)
+
+
+def reject_checkpointed(fn: func.FuncOp) -> None:
+    for op in graph.compute_ops(fn):
+        if graph.op_phase(op) == "recompute":
+            raise PassFailedException(
+                f"activation-checkpoint: the function already has recompute ops ({op.name}, node "
+                f"'{graph.op_node(op)}'); checkpointing is applied once, to the step autodiff produced"
+            )
+
+
+def choose(problem: plans.CheckpointProblem, policy: Policy) -> frozenset[SSAValue]:
+    """The saved storages the policy recomputes."""
+    if policy.kind == "recompute-all":
+        return plans.plan_recompute_all(problem)
+    if policy.kind == "sqrt":
+        return plans.plan_sqrt(problem)
+    if policy.kind == "memory-budget":
+        assert policy.budget is not None
+        return plans.plan_memory_budget(problem, policy.budget)
+    if policy.kind == "list":
+        return plans.plan_named(problem, policy.names)
+    return frozenset()
+
+
+# ---------------------------------------------------------------------- rewriting
+
+
+def recompute(fn: func.FuncOp, problem: plans.CheckpointProblem, dropped: frozenset[SSAValue]) -> int:
+    """Rewire the backward readers of the dropped storages to recomputed copies; returns the
+    number of clones inserted."""
+    if not dropped:
+        return 0
+    segment = problem.segments(dropped)
+    clones: dict[tuple[int, SSAValue], SSAValue] = {}
+    for op in list(fn.body.block.ops):
+        if graph.op_phase(op) != "backward":
+            continue
+        for i, value in enumerate(op.operands):
+            if not problem.kept(value, dropped):
+                op.operands[i] = recomputed(value, segment[storage_of(value)], op, problem, dropped, clones)
+    return len({id(v.owner) for v in clones.values()})
+
+
+def recomputed(
+    value: SSAValue,
+    region: int,
+    before: Operation,
+    problem: plans.CheckpointProblem,
+    dropped: frozenset[SSAValue],
+    clones: dict[tuple[int, SSAValue], SSAValue],
+) -> SSAValue:
+    """The copy of `value` in `region`, cloning (before `before`) the ops it still lacks.
+
+    Iterative post-order walk: operands are cloned before their users, and cones can be as
+    deep as the whole forward pass (recompute-all), deeper than Python's recursion limit."""
+    stack = [value]
+    while stack:
+        current = stack[-1]
+        if (region, current) in clones:
+            stack.pop()
+            continue
+        op = current.owner
+        assert isinstance(op, Operation)
+        missing = [o for o in op.operands if not problem.kept(o, dropped) and (region, o) not in clones]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        # kept operands are read where they are, even if a clone of their op exists
+        mapper = {o: clones[(region, o)] for o in op.operands if not problem.kept(o, dropped)}
+        clone_op(op, mapper, region, before, clones)
+    return clones[(region, value)]
+
+
+def clone_op(
+    op: Operation,
+    mapper: dict[SSAValue, SSAValue],
+    region: int,
+    before: Operation,
+    clones: dict[tuple[int, SSAValue], SSAValue],
+) -> None:
+    clone = op.clone(value_mapper=dict(mapper))
+    clone.properties["phase"] = StringAttr("recompute")
+    clone.attributes.pop(SAVED_ATTR, None)
+    block = before.parent_block()
+    assert block is not None
+    block.insert_op_before(clone, before)
+    for original, copy in zip(op.results, clone.results, strict=True):
+        copy.name_hint = f"{original.name_hint}{RECOMPUTE_SUFFIX}" if original.name_hint else None
+        clones[(region, original)] = copy
