@@ -80,6 +80,10 @@ def one_line_messages(error: BaseException) -> list[str]:
     return [lines[0]]
 
 
+XDSL_USAGE_ERRORS = ("Unrecognized", "Unknown target", "file extension", "Incompatible types", "Malformed",
+                     "pass argument", "Unknown", "not a valid", "expected", "invalid")
+
+
 def run_reporting_errors(tool: str, work: Callable[[], Any]) -> int:
     try:
         work()
@@ -87,7 +91,11 @@ def run_reporting_errors(tool: str, work: Callable[[], Any]) -> int:
         for line in one_line_messages(e):
             print(f"{tool}: error: {line}", file=sys.stderr)
         return 1
-    except ValueError as e:  # xDSL raises ValueError for unknown input formats and options
+    except ValueError as e:
+        # xDSL reports unknown formats, passes and bad pass options as ValueError; any other
+        # ValueError is a bug in MONET and keeps its traceback
+        if not any(marker in str(e) for marker in XDSL_USAGE_ERRORS):
+            raise
         print(f"{tool}: error: {one_line_messages(e)[0]}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

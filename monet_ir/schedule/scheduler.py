@@ -447,8 +447,11 @@ class Scheduler:
                 copies[DRAM] = done
 
     def _release_inputs(self, task: Task, end: float) -> None:
-        for root in {self.g.tensors[t].root for t in task.reads}:
-            self.remaining_uses[root] -= sum(1 for t in task.reads if self.g.tensors[t].root == root)
+        # a task counts once per tensor it reads (as in the tensors' consumer lists), however
+        # many operands name it
+        unique = set(task.reads)
+        for root in {self.g.tensors[t].root for t in unique}:
+            self.remaining_uses[root] -= sum(1 for t in unique if self.g.tensors[t].root == root)
             if self.remaining_uses[root] <= 0:
                 self._free(root, end)
 

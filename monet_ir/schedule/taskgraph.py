@@ -122,7 +122,8 @@ class _Extractor:
         for position, op in enumerate(graph.compute_ops(self.fn)):
             self.position = position
             tiling = op.attributes.get("monet.tiling")
-            if tiling is not None and op.results:
+            # a fused reshape stays a view: its tiles are its operand's tiles
+            if tiling is not None and op.results and not isinstance(op, nn.ReshapeOp):
                 self.add_tiled(op, tiling)
             else:
                 self.add_op(op)

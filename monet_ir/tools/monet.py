@@ -4,13 +4,22 @@
                  [--loss cross-entropy|mse|sum|none] [--optimizer sgd|momentum|adam|adamw] [--lr LR]
                  [--mapping alloc.yaml] [--precision fp32|bf16|fp16|int8] [--inference]
                  [--fusion none|auto|FIRST:LAST,...] [--tiles N]
+                 [--checkpoint store-all|recompute-all|sqrt|memory-budget=BYTES|list=NODE,...]
                  [--dim NAME=N] [--no-plots]
+    monet explore MODEL.onnx --target NAME|file.yaml --out DIR [--objective schedule|checkpoint]
+                 [--population 64] [--generations 50] [--seed 0] [--jobs N] [--budget BYTES] [--exact]
+                 [--no-checkpoint] [--no-allocation] [--no-fusion] [step options of report]
+    monet sweep MODEL.onnx --target-template file.yaml [--set PATH=v1,v2,...]... --out DIR
     monet targets                      # list the built-in targets
 
 `report` imports the model, differentiates it and inserts the optimizer (unless `--inference`),
 prices every op on every core of the target, schedules the step and writes `report.json`,
 `report.txt`, `trace.json` (Perfetto / chrome://tracing), `gantt.png`, `memory.png` and
 `energy.png` to DIR, printing the summary. Nothing goes through text IR.
+
+`explore` searches checkpointing, core allocation and layer fusion with NSGA-II (and, with
+`--exact`, solves the checkpoint choice as a MILP); `sweep` runs the step on a grid of hardware
+parameters. See docs/explore.md.
 """
 
 from __future__ import annotations
@@ -46,10 +55,56 @@ def build_parser() -> argparse.ArgumentParser:
                         help="layer fusion: none, auto (stacks sized to the target's memories), or explicit "
                              "stacks by first and last ONNX node")
     report.add_argument("--tiles", type=int, default=0, help="tiles per fused layer (default: from memory)")
+    report.add_argument("--checkpoint", default="store-all", metavar="POLICY",
+                        help="activation checkpointing: store-all (default), recompute-all, sqrt, "
+                             "memory-budget=BYTES or list=NODE,NODE,... (the activation-checkpoint pass)")
     report.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
     report.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     sub.add_parser("targets", help="list the built-in targets")
+    add_explore_parsers(sub)
     return parser
+
+
+def _step_options(p: argparse.ArgumentParser) -> None:
+    """The options of `report` that shape the training step."""
+    p.add_argument("--loss", default="cross-entropy", choices=["cross-entropy", "mse", "sum", "none"])
+    p.add_argument("--labels", default="labels", help="name of the labels input the loss adds")
+    p.add_argument("--optimizer", default="adam", choices=["sgd", "momentum", "adam", "adamw"])
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--precision", choices=sorted(PRECISION_BITS),
+                   help="number format of weights, activations and gradients (default: the model's)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+
+
+def add_explore_parsers(sub: Any) -> None:
+    explore = sub.add_parser("explore", help="genetic search over checkpointing, core allocation and fusion")
+    explore.add_argument("model", help="ONNX model")
+    explore.add_argument("--target", required=True, help="built-in target name or target YAML")
+    explore.add_argument("--out", required=True, help="output directory")
+    explore.add_argument("--objective", default="schedule", choices=["schedule", "checkpoint"],
+                         help="schedule: latency, energy, peak memory of the scheduled step; checkpoint: "
+                              "recompute cycles and saved-activation bytes (the MILP's model)")
+    explore.add_argument("--population", type=int, default=64)
+    explore.add_argument("--generations", type=int, default=50)
+    explore.add_argument("--seed", type=int, default=0)
+    explore.add_argument("--jobs", type=int, default=1, help="worker processes evaluating candidates")
+    explore.add_argument("--budget", metavar="BYTES",
+                         help="memory budget of the chosen point: peak memory (schedule) or saved bytes (checkpoint)")
+    explore.add_argument("--exact", action="store_true",
+                         help="also solve the checkpoint choice exactly (MILP; implies --objective checkpoint)")
+    explore.add_argument("--no-checkpoint", action="store_true", help="no checkpoint genes")
+    explore.add_argument("--no-allocation", action="store_true", help="no core-allocation genes")
+    explore.add_argument("--no-fusion", action="store_true", help="no layer-fusion genes")
+    _step_options(explore)
+    sweep = sub.add_parser("sweep", help="the training step on a grid of hardware parameters")
+    sweep.add_argument("model", help="ONNX model")
+    sweep.add_argument("--target-template", required=True, help="target YAML in MONET's format")
+    sweep.add_argument("--set", action="append", default=[], metavar="PATH=V1,V2,...",
+                       help="a swept parameter: a dotted path into the template and its values")
+    sweep.add_argument("--out", required=True, help="output directory")
+    sweep.add_argument("--checkpoint", default="store-all", metavar="POLICY", help="as in report")
+    _step_options(sweep)
 
 
 class Progress:
@@ -96,6 +151,16 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
         autodiff.apply(ctx, module)
         optimizer.apply(ctx, module)
         pipeline = [autodiff.pipeline_pass_spec(), optimizer.pipeline_pass_spec()]
+    if args.checkpoint != "store-all":
+        if args.inference or already_training:
+            raise UsageError(f"--checkpoint {args.checkpoint}: checkpointing needs the training step autodiff builds "
+                             "(not --inference, not an imported training graph)")
+        from passes.activation_checkpoint import ActivationCheckpointPass
+
+        checkpoint = ActivationCheckpointPass(policy=args.checkpoint)
+        progress.step(f"activation-checkpoint ({args.checkpoint})")
+        checkpoint.apply(Context(), module)
+        pipeline.append(checkpoint.pipeline_pass_spec())
     if args.fusion != "none":
         from passes.fuse_layers import FuseLayersPass
 
@@ -125,7 +190,7 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
         "precision": args.precision or "model",
         "flops": flops_by_phase(fn),
     }
-    memory = memory_summary(fn)
+    memory = memory_summary(fn, bits)
     sched_part = schedule_report(sched)
     memory.update(sched_part.pop("memory"))
     report.update(sched_part)
@@ -171,6 +236,11 @@ def run_targets() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.command in ("explore", "sweep"):
+        from monet_ir.explore.cli import run_explore, run_sweep
+
+        runner = run_explore if args.command == "explore" else run_sweep
+        sys.exit(run_reporting_errors("monet", lambda: runner(args)))
     work = (lambda: run_report(args)) if args.command == "report" else run_targets
     sys.exit(run_reporting_errors("monet", work))
 

@@ -1,0 +1,163 @@
+"""The runners of `monet explore` and `monet sweep` (the argparse side is in monet_ir.tools.monet)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from monet_ir.errors import UsageError
+
+_UNITS = {"": 1, "b": 1, "kb": 2**10, "mb": 2**20, "gb": 2**30, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def parse_bytes(text: str, option: str = "--budget") -> int:
+    """An integer number of bytes, optionally with a unit (KB/MB/GB are binary, as in targets)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
+    if match is None or match.group(2).lower() not in _UNITS:
+        raise UsageError(f"{option} {text}: expected a byte count such as 4000000, 512KiB or 2.5MiB")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def step_config(args: argparse.Namespace):
+    from monet_ir.explore.evaluate import StepConfig
+
+    return StepConfig(model=args.model, target=args.target, loss=args.loss, labels=args.labels,
+                      optimizer=args.optimizer, lr=args.lr, precision=args.precision, dims=tuple(args.dim))
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run_explore(args: argparse.Namespace) -> None:
+    from monet_ir.explore import ga, milp, outputs
+    from monet_ir.explore.evaluate import Evaluator
+
+    if args.population < 2:
+        raise UsageError("--population must be at least 2")
+    if args.generations < 0:
+        raise UsageError("--generations must be non-negative")
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    budget = parse_bytes(args.budget) if args.budget is not None else None
+    objective = "checkpoint" if args.exact else args.objective
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
+    config = step_config(args)
+    start = time.perf_counter()
+    _say(f"[{0.0:6.2f} s] building the training step of {args.model} for {args.target}")
+    evaluator = Evaluator(config)
+    spec = ga.GenomeSpec.of(evaluator, objective, not args.no_checkpoint, not args.no_allocation, not args.no_fusion)
+    _say(f"[{time.perf_counter() - start:6.2f} s] genes: {len(spec.checkpoint)} checkpoint, {len(spec.allocation)} "
+         f"allocation, {len(spec.fusion)} fusion stacks{' + tiles' if spec.fusion else ''}; objective {objective}; "
+         f"population {args.population}, {args.generations} generations, {args.jobs} job(s)")
+    result = ga.run_search(
+        evaluator, objective=objective, population=args.population, generations=args.generations, seed=args.seed,
+        jobs=args.jobs, budget=budget, checkpointing=not args.no_checkpoint, allocation=not args.no_allocation,
+        fusion=not args.no_fusion, progress=_say,
+    )
+    chosen = outputs.write_search(result, config, out, budget, plots=not args.no_plots)
+    lines = [f"MONET exploration: {Path(args.model).name} on {evaluator.target.name} ({objective} objectives)",
+             f"  {result.evaluations} evaluations in {result.seconds:.1f} s "
+             f"({result.eval_seconds / max(1, result.evaluations) * 1e3:.1f} ms each), "
+             f"{len(result.front)} Pareto points", "", outputs.front_table(result), ""]
+    failed = sum(1 for r in result.results.values() if getattr(r, "error", ""))
+    if failed:
+        first = next(r.error for r in result.results.values() if getattr(r, "error", ""))
+        lines.append(f"  {failed} evaluated point(s) could not be scheduled, e.g.: {first}")
+    if chosen["point"] is None:
+        lines.append(f"  chosen: none ({chosen['message']})")
+    else:
+        p = chosen["point"]
+        if objective == "schedule":
+            lines.append(f"  chosen: latency {p['latency_cycles']:,} cycles, energy {p['energy_pj'] / 1e9:.4f} mJ, "
+                         f"peak {p['peak_memory_bytes']:,} bytes; {len(p['recompute'])} recomputed, "
+                         f"{len(p['allocation'])} pinned, {len(p.get('fusion', []))} fused stacks")
+        else:
+            lines.append(f"  chosen: recompute {p['recompute_cycles']:,.0f} cycles, saved {p['saved_bytes']:,} bytes, "
+                         f"{len(p['recompute'])} recomputed")
+        lines.append(f"  reproduce: {chosen['command_line']}")
+    if args.exact:
+        lines.append("")
+        lines.append(exact_comparison(evaluator, result, budget, out, milp, outputs, args))
+    files = "front.csv, front.json, evaluated.csv, chosen.json" + ("" if args.no_plots else ", pareto.png")
+    lines.append("")
+    lines.append(f"  wrote {out}/ {files}" + (", milp.json, milp.csv" if args.exact else ""))
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def exact_comparison(evaluator, result, budget: int | None, out: Path, milp, outputs, args=None) -> str:
+    """At each budget: the MILP optimum, the GA focused on that budget (fitness (recompute
+    cycles, bytes over the budget), without the greedy seed), the main search's best point
+    within the budget, and the greedy `memory-budget` policy of `activation-checkpoint`."""
+    from monet_ir.explore import ga
+
+    model = milp.build_model(evaluator)
+    budgets = [budget] if budget is not None else milp.default_budgets(model, 5)
+    spec = ga.GenomeSpec.of(evaluator, "checkpoint")
+    rows: list[dict[str, Any]] = []
+    for b in budgets:
+        sol = milp.solve(model, b)
+        row: dict[str, Any] = {"budget": b, "milp_status": sol.status, "milp_optimal": sol.optimal,
+                               "milp_recompute_cycles": sol.recompute_cycles, "milp_saved_bytes": sol.saved_bytes,
+                               "milp_recompute": list(sol.recompute), "milp_seconds": sol.seconds,
+                               "milp_variables": sol.variables, "milp_constraints": sol.constraints}
+        if sol.optimal:
+            measured = evaluator.checkpoint_cost(sol.recompute)
+            row["measured_recompute_cycles"] = measured.recompute_cycles
+            row["measured_saved_bytes"] = measured.saved_bytes
+        if args is not None and args.generations > 0:
+            focused = ga.run_search(evaluator, objective="checkpoint", population=args.population,
+                                    generations=args.generations, seed=args.seed, jobs=args.jobs, budget=b,
+                                    greedy_seed=False)
+            best = focused.best(b)
+            if best is not None:
+                p = focused.point(best)
+                row.update({"ga_recompute_cycles": p["recompute_cycles"], "ga_saved_bytes": p["saved_bytes"],
+                            "ga_recompute": p["recompute"], "ga_evaluations": focused.evaluations,
+                            "gap": gap(p["recompute_cycles"], sol.recompute_cycles) if sol.optimal else math.nan})
+        best = result.best(b) if result.objective == "checkpoint" else None
+        if best is not None:
+            p = result.point(best)
+            row["front_recompute_cycles"] = p["recompute_cycles"]
+            row["front_gap"] = gap(p["recompute_cycles"], sol.recompute_cycles) if sol.optimal else math.nan
+        greedy = ga.seed_genomes(evaluator, spec, b, "checkpoint").get("memory-budget")
+        if greedy is not None:
+            cost = evaluator.checkpoint_cost(spec.decode(greedy).recompute)
+            row["greedy_recompute_cycles"] = cost.recompute_cycles
+            row["greedy_saved_bytes"] = cost.saved_bytes
+            row["greedy_gap"] = gap(cost.recompute_cycles, sol.recompute_cycles) if sol.optimal else math.nan
+        rows.append(row)
+    head = (f"  exact checkpoint choice (MILP, HiGHS): {len(model.genes)} genes, {len(model.ops)} recomputable "
+            f"forward ops; GA = a search focused on each budget; front = the main search's best point within it; "
+            f"greedy = activation-checkpoint's memory-budget policy")
+    return head + "\n" + outputs.write_milp(rows, out)
+
+
+def gap(found: float, optimum: float) -> float:
+    """Relative excess of `found` over `optimum` (0 when both are 0)."""
+    if optimum == 0:
+        return 0.0 if found == 0 else math.inf
+    return (found - optimum) / optimum
+
+
+def run_sweep(args: argparse.Namespace) -> None:
+    from monet_ir.explore import sweep
+
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
+    rows = sweep.run(args, out, progress=_say)
+    sys.stdout.write(sweep.table(rows) + "\n")
+    files = "sweep.csv, sweep.json" + ("" if args.no_plots else ", sweep.png")
+    sys.stdout.write(f"  wrote {out}/ {files}, designs/\n")

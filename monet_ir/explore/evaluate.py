@@ -1,0 +1,431 @@
+"""Evaluate one design point of a training step quickly: a recompute set and a core allocation.
+
+An `Evaluator` builds the training step once (import, `autodiff`, `insert-optimizer`, exactly
+as `monet report` does) and keeps it in memory. A `Candidate` is
+
+- `recompute`: ONNX node names whose saved activations are recomputed in the backward pass
+  (`activation-checkpoint{policy="list=..."}`; empty = `store-all`);
+- `allocation`: (node name, core ids) pairs: every op of that node (forward, backward,
+  recompute) runs on one of those cores (an `Allocation` entry; nodes not named may run on any
+  core able to run them, the scheduler's default);
+- `fusion`, `tiles`: fused layer stacks as `"FIRST:LAST"` node pairs and the tiles per fused
+  layer (0 = sized from the target's memory): `fuse-layers{mode=explicit}`, applied after the
+  checkpoint pass as `monet report --fusion ... --tiles ...` does.
+
+`Evaluator.evaluate(candidate)` clones the step, applies the checkpoint pass, extracts the task
+graph, schedules it with the allocation and returns an `Evaluation`:
+
+- `latency_cycles`: `report.json`'s `latency_cycles` (makespan, rounded to a cycle);
+- `energy_pj`: `report.json`'s `energy_pj`;
+- `peak_memory_bytes`: the sum over every memory the scheduler tracks (each core's top memory
+  and DRAM) of its peak occupancy (`report.json`'s `memory.peak_bytes`, summed). DRAM's peak
+  includes the parameters, gradients, optimizer state and the batch, so the value is the whole
+  footprint of the step, not only activations;
+- `fits`: every memory's peak is within its capacity (`memory.capacity_bytes`).
+
+These are the numbers `monet report --checkpoint list=... --mapping ...` prints for the same
+point (the test suite checks equality). Speed: task graphs are cached per recompute set (the
+allocation does not change the graph), and the per-op costs are looked up once per signature
+and core (the cost model itself is memoized) and handed to the scheduler as plain tables.
+
+`Evaluator.checkpoint_cost(recompute)` is the cheaper model the exact MILP solves (see
+`monet_ir.explore.milp` and docs/explore.md): `recompute_cycles` (sum over the recompute ops the
+pass inserted of the op's latency on the fastest core able to run it) and `saved_bytes`
+(`saved_bytes_by_kind(fn)["activation"]` of the rewritten step), both measured on the IR.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+
+from monet_ir import graph as ir_graph
+from monet_ir.precision import PRECISION_BITS
+
+
+class ExploreError(Exception):
+    """A problem with the exploration's inputs; str() is one line."""
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """How the training step is built: the options of `monet report` that shape it."""
+
+    model: str
+    target: str
+    loss: str = "cross-entropy"
+    labels: str = "labels"
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    precision: str | None = None
+    dims: tuple[str, ...] = ()  # NAME=N entries, as `--dim`
+
+    def report_args(self) -> list[str]:
+        """The `monet report` options that rebuild this step (model and target first)."""
+        args = [self.model, "--target", self.target]
+        if self.loss != "cross-entropy":
+            args += ["--loss", self.loss]
+        if self.labels != "labels":
+            args += ["--labels", self.labels]
+        if self.optimizer != "adam":
+            args += ["--optimizer", self.optimizer]
+        if self.lr != 1e-3:
+            args += ["--lr", repr(self.lr)]
+        if self.precision:
+            args += ["--precision", self.precision]
+        for d in self.dims:
+            args += ["--dim", d]
+        return args
+
+
+def build_step(config: StepConfig) -> ModuleOp:
+    """The training step after `autodiff` and `insert-optimizer`, as `monet report` builds it."""
+    from monet_ir.frontend.onnx_import import import_onnx
+    from monet_ir.tools.monet_opt import parse_dims
+    from passes.autodiff import AutodiffPass
+    from passes.insert_optimizer import InsertOptimizerPass
+
+    module = import_onnx(config.model, dims=parse_dims(list(config.dims)))
+    ctx = Context()
+    AutodiffPass(loss=config.loss, labels=config.labels).apply(ctx, module)
+    InsertOptimizerPass(kind=config.optimizer, lr=config.lr).apply(ctx, module)
+    return module
+
+
+def apply_fusion(module: ModuleOp, stacks: Sequence[str], tiles: int, target: str) -> None:
+    """`fuse-layers{mode=explicit}` with these stacks, as `monet report --fusion A:B,... --tiles N`."""
+    from passes.fuse_layers import FuseLayersPass
+
+    FuseLayersPass(mode="explicit", tiles=tiles, target=target, stacks=tuple(stacks)).apply(Context(), module)
+
+
+def checkpoint_policy(recompute: Sequence[str]) -> str:
+    """The `activation-checkpoint` policy text (and `monet report --checkpoint` value)."""
+    return "list=" + ",".join(recompute) if recompute else "store-all"
+
+
+def apply_checkpoint(module: ModuleOp, recompute: Sequence[str]) -> None:
+    """Apply `activation-checkpoint` with the policy of `checkpoint_policy(recompute)` (nothing
+    for an empty set: `monet report` applies no pass for `store-all` either)."""
+    if not recompute:
+        return
+    from passes.activation_checkpoint import ActivationCheckpointPass
+
+    ActivationCheckpointPass(policy=checkpoint_policy(recompute)).apply(Context(), module)
+
+
+# ---------------------------------------------------------------------- decisions
+
+
+@dataclass(frozen=True)
+class CheckpointGene:
+    """A forward node whose saved results may be recomputed (`policy=list` names it)."""
+
+    node: str
+    bytes: int  # saved-activation bytes of its storages
+
+
+@dataclass(frozen=True)
+class AllocationGene:
+    """A node whose ops may be pinned: `options[0]` is None (any able core, the default); each
+    other option is a tuple of core ids: one preferred core plus, for the node's ops that core
+    cannot run, the cores that can."""
+
+    node: str
+    options: tuple[tuple[int, ...] | None, ...]
+
+
+@dataclass(frozen=True)
+class FusionGene:
+    """A stack `fuse-layers{mode=auto}` would form, by its first and last node: fused or not."""
+
+    first: str
+    last: str
+    ops: int
+
+    @property
+    def spec(self) -> str:
+        return f"{self.first}:{self.last}"
+
+
+TILE_CHOICES = (0, 2, 4, 8, 16)  # tiles per fused layer (0 = from the target's memory)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    recompute: tuple[str, ...] = ()
+    allocation: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    fusion: tuple[str, ...] = ()
+    tiles: int = 0
+
+    @property
+    def graph_key(self) -> tuple:
+        return (self.recompute, self.fusion, self.tiles if self.fusion else 0)
+
+    def mapping_entries(self) -> list[dict[str, Any]]:
+        """The allocation as a `--mapping` YAML document (a list of name/core_allocation)."""
+        return [{"name": node, "core_allocation": list(cores)} for node, cores in self.allocation]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    latency_cycles: float
+    energy_pj: float
+    peak_memory_bytes: float
+    fits: bool
+    peaks: tuple[tuple[str, int], ...] = ()
+    error: str = ""
+
+    @property
+    def objectives(self) -> tuple[float, float, float]:
+        return (self.latency_cycles, self.energy_pj, self.peak_memory_bytes)
+
+    @staticmethod
+    def failed(message: str) -> Evaluation:
+        return Evaluation(math.inf, math.inf, math.inf, False, (), message)
+
+
+@dataclass(frozen=True)
+class CheckpointCost:
+    """The checkpoint-only model (what the MILP optimizes)."""
+
+    recompute_cycles: float
+    saved_bytes: int
+
+
+# ---------------------------------------------------------------------- costs
+
+
+class PriceBook:
+    """Per signature and core: whether the core can run it and its `Cost`, from the memoized
+    cost model; a graph's lookups go by the identity of its signature objects (hashing a
+    signature costs more than the lookup)."""
+
+    def __init__(self) -> None:
+        self.tables: dict[Any, dict[int, Any]] = {}
+
+    def table(self, sig: Any) -> dict[int, Any]:
+        table = self.tables.get(sig)
+        if table is None:
+            table = self.tables[sig] = {}
+        return table
+
+    def functions(self, tasks: Iterable[Any]):
+        """`can_run(sig, core)` and `cost_of(sig, core)` for the scheduler, for these tasks."""
+        from monet_ir.cost import can_run, cost_of
+
+        by_id = {id(t.sig): self.table(t.sig) for t in tasks if t.sig is not None}
+        missing = object()
+
+        def fast_can_run(sig, core) -> bool:
+            table = by_id.get(id(sig))
+            if table is None:
+                return can_run(sig, core)
+            entry = table.get(core.id, missing)
+            if entry is missing:
+                entry = table[core.id] = cost_of(sig, core) if can_run(sig, core) else None
+            return entry is not None
+
+        def fast_cost_of(sig, core):
+            table = by_id.get(id(sig))
+            if table is None:
+                return cost_of(sig, core)
+            entry = table.get(core.id, missing)
+            if entry is missing:
+                entry = table[core.id] = cost_of(sig, core) if can_run(sig, core) else None
+            if entry is None:
+                return cost_of(sig, core)  # raises the cost model's own error
+            return entry
+
+        return fast_can_run, fast_cost_of
+
+
+# ---------------------------------------------------------------------- evaluator
+
+
+class Evaluator:
+    """The base step in memory, and evaluation of candidates on it (see the module docstring)."""
+
+    def __init__(self, config: StepConfig, graph_cache: int = 32):
+        from monet_ir.schedule.taskgraph import extract
+        from targets import get_target
+
+        self.config = config
+        self.module = build_step(config)
+        self.target = get_target(config.target, precision=config.precision)
+        self.bits = PRECISION_BITS[config.precision] if config.precision else None
+        self.prices = PriceBook()
+        self._graphs: OrderedDict[tuple, Any] = OrderedDict()
+        self._graph_cache = graph_cache
+        base = extract(ir_graph.step_function(self.module), bits=self.bits)
+        self._graphs[Candidate().graph_key] = base
+        self.checkpoint_genes = find_checkpoint_genes(ir_graph.step_function(self.module))
+        self.allocation_genes = find_allocation_genes(base, self.target, self.prices)
+        self.fusion_genes = find_fusion_genes(ir_graph.step_function(self.module), self.target)
+
+    # -------------------------------------------------------------- graphs
+
+    def rewritten(self, recompute: Sequence[str], fusion: Sequence[str] = (), tiles: int = 0) -> ModuleOp:
+        """A clone of the step with the checkpoint pass (and fusion) applied."""
+        module = self.module.clone()
+        apply_checkpoint(module, recompute)
+        if fusion:
+            apply_fusion(module, fusion, tiles, self.config.target)
+        return module
+
+    def graph(self, candidate: Candidate):
+        from monet_ir.schedule.taskgraph import extract
+
+        key = candidate.graph_key
+        g = self._graphs.get(key)
+        if g is not None:
+            self._graphs.move_to_end(key)
+            return g
+        g = extract(ir_graph.step_function(self.rewritten(*key)), bits=self.bits)
+        self._graphs[key] = g
+        if len(self._graphs) > self._graph_cache:
+            self._graphs.popitem(last=False)
+        return g
+
+    # -------------------------------------------------------------- schedule
+
+    def schedule(self, candidate: Candidate):
+        from monet_ir.schedule.mapping import Allocation
+        from monet_ir.schedule.scheduler import Scheduler
+
+        g = self.graph(candidate)
+        allocation = Allocation(dict(candidate.allocation), "explore") if candidate.allocation else None
+        can_run, cost_of = self.prices.functions(g.tasks)
+        return Scheduler(g, self.target, allocation, cost_of=cost_of, can_run=can_run).run()
+
+    def evaluate(self, candidate: Candidate) -> Evaluation:
+        from xdsl.utils.exceptions import PassFailedException
+
+        from monet_ir.cost import CostError
+        from monet_ir.emit.step_report import schedule_report
+        from monet_ir.schedule.scheduler import ScheduleError
+
+        try:
+            s = self.schedule(candidate)
+        except (ScheduleError, CostError, PassFailedException) as e:
+            return Evaluation.failed(str(e).strip().splitlines()[0])
+        except Exception as e:  # a bug elsewhere must not stop a long search: recorded per point
+            return Evaluation.failed(f"internal error: {type(e).__name__}: {e}")
+        return evaluation_of(schedule_report(s))
+
+    # -------------------------------------------------------------- checkpoint-only model
+
+    def unit_cycles(self, sig) -> float:
+        """Latency (reference cycles) of an op on the fastest core able to run it."""
+        if sig is None:
+            return 0.0
+        table = self.prices.table(sig)
+        best = math.inf
+        from monet_ir.cost import can_run, cost_of
+
+        for core in self.target.cores:
+            if core.id not in table:
+                table[core.id] = cost_of(sig, core) if can_run(sig, core) else None
+            cost = table[core.id]
+            if cost is not None:
+                best = min(best, cost.latency_cycles * self.target.frequency_hz / core.clock_hz)
+        if best == math.inf:
+            raise ExploreError(f"no core of target '{self.target.name}' can run a {getattr(sig, 'kind', sig)} op")
+        return best
+
+    def op_cycles(self, op) -> float:
+        from monet_ir.cost.ir_signatures import signature_of
+
+        return self.unit_cycles(signature_of(op, self.bits))
+
+    def checkpoint_cost(self, recompute: Sequence[str]) -> CheckpointCost:
+        from monet_ir.analysis.saved import saved_bytes_by_kind
+
+        fn = ir_graph.step_function(self.rewritten(recompute))
+        cycles = sum(self.op_cycles(op) for op in ir_graph.compute_ops(fn) if ir_graph.op_phase(op) == "recompute")
+        return CheckpointCost(cycles, saved_bytes_by_kind(fn)["activation"])
+
+
+def evaluation_of(report: dict[str, Any]) -> Evaluation:
+    """The objectives of a `schedule_report` (or of `report.json`)."""
+    peaks = report["memory"]["peak_bytes"]
+    capacity = report["memory"]["capacity_bytes"]
+    fits = all(peaks[name] <= capacity.get(name, math.inf) for name in peaks)
+    return Evaluation(report["latency_cycles"], report["energy_pj"], sum(peaks.values()), fits,
+                      tuple(sorted(peaks.items())))
+
+
+def find_checkpoint_genes(fn) -> list[CheckpointGene]:
+    """Forward nodes whose saved results are all recomputable, in forward order."""
+    from monet_ir.analysis import checkpoint_policies as plans
+    from monet_ir.types import tensor_bytes
+
+    problem = plans.CheckpointProblem(fn)
+    genes: list[CheckpointGene] = []
+    seen: set[str] = set()
+    for storage in problem.storages:
+        node = ir_graph.op_node(storage.op)
+        if not node or node in seen:
+            continue
+        seen.add(node)
+        try:
+            dropped = plans.plan_named(problem, [node])
+        except plans.PlanError:
+            continue
+        genes.append(CheckpointGene(node, sum(tensor_bytes(s.type) for s in dropped)))
+    return genes
+
+
+def find_allocation_genes(g, target, prices: PriceBook) -> list[AllocationGene]:
+    """Nodes with a real choice of cores (see `AllocationGene`), in program order."""
+    can_run, _ = prices.functions(g.tasks)
+    able: dict[str, list[frozenset[int]]] = {}
+    for task in g.tasks:
+        if task.sig is None or not task.node:
+            continue
+        able.setdefault(task.node, []).append(frozenset(c.id for c in target.cores if can_run(task.sig, c)))
+    genes = []
+    for node, sets in able.items():
+        if any(not s for s in sets):
+            continue  # no core can run one of its ops: the scheduler reports it
+        union = frozenset().union(*sets)
+        options: list[tuple[int, ...]] = []
+        for core in sorted(union):
+            chosen = {core}.union(*(s for s in sets if core not in s))
+            option = tuple(sorted(chosen))
+            if frozenset(option) != union and option not in options:
+                options.append(option)
+        if options:
+            genes.append(AllocationGene(node, (None, *options)))
+    return genes
+
+
+def find_fusion_genes(fn, target) -> list[FusionGene]:
+    """The stacks `fuse-layers{mode=auto}` forms for this target (sized to the smallest top
+    memory of its MAC cores), kept when `mode=explicit` with "FIRST:LAST" selects the same ops."""
+    try:
+        from passes.fuse_layers import auto_stacks, explicit_stacks
+    except ImportError:
+        return []
+    from xdsl.utils.exceptions import PassFailedException
+
+    from monet_ir.schedule.scheduler import top_memory
+
+    forward = [op for op in ir_graph.compute_ops(fn) if ir_graph.op_phase(op) == "forward"]
+    memories = [top_memory(c)[1] for c in target.cores if c.kind == "mac_array"]
+    genes = []
+    for _, ops in auto_stacks(forward, int(min(memories)) if memories else 0):
+        gene = FusionGene(ir_graph.op_node(ops[0]), ir_graph.op_node(ops[-1]), len(ops))
+        try:
+            again = explicit_stacks(forward, (gene.spec,))
+        except PassFailedException:
+            continue
+        if len(again) == 1 and again[0][1] == ops:
+            genes.append(gene)
+    return genes

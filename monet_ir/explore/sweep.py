@@ -1,0 +1,294 @@
+"""`monet sweep`: one training step on every design of a hardware parameter grid.
+
+The template is a target YAML in our format (docs/targets.md). Parameters, each a list of
+values, come from `--set PATH=v1,v2,...` options and/or a top-level `sweep:` mapping in the
+template (`PATH: [v1, v2]`; removed before the target is loaded; a `--set` of the same PATH
+replaces it). The designs are the Cartesian product, the first parameter varying slowest.
+
+PATH is a dotted path into the YAML data: mapping keys and list indices
+(`dram.bandwidth_GBps`, `cores.0.array.dims.D1`); `*` matches every key or element
+(`cores.*.memories.sram_2MB.size` sets it in every core that has it; at least one match is
+required); `A+B` sets several paths to the same value (`cores.*.array.dims.D1+cores.*.array.dims.D2=16,32`
+for square arrays). `count(PREFIX)` sets how many cores whose name starts with PREFIX there are:
+the first such core is repeated N times in its place, named PREFIX0..PREFIX{N-1} (core ids
+shift, so the template's interconnect must not list core ids, e.g. `topology: bus` or
+`all_to_all` over all cores). Values are YAML scalars: `32`, `8.0`, `2 MiB`.
+
+Each design is written to `designs/design_<k>.yaml` and loaded with `get_target`; the training
+step (built once, as `monet report` builds it, with `--checkpoint` if given) is scheduled on it.
+Per design: `latency_cycles`, `latency_s`, `energy_pj`, `peak_memory_bytes` (the sum over all
+memories, as in `monet explore`), `dram_peak_bytes`, `fits`, and the area proxy: the target
+descriptions carry no area figures, so `area_proxy = macs + sram_bytes`, with `macs` the
+processing units of every core's array and `sram_bytes` the on-chip memory of every core, each
+level counted once per instance (an instance per array unit, divided by the sizes of the
+`served_dims` it is shared along). A design that does not load or cannot run the step gets an
+`error` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import itertools
+import json
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from monet_ir.errors import UsageError
+
+COUNT = re.compile(r"count\((?P<prefix>[^)]*)\)")
+
+
+def parse_values(text: str) -> list[Any]:
+    import yaml
+
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            values.append(yaml.safe_load(part))
+        except yaml.YAMLError:
+            values.append(part)
+    return values
+
+
+def parameters(template: dict[str, Any], sets: list[str]) -> list[tuple[str, list[Any]]]:
+    """(path, values) in order: the template's `sweep:` entries, then `--set` options."""
+    params: dict[str, list[Any]] = {}
+    raw = template.get("sweep") or {}
+    if not isinstance(raw, dict):
+        raise UsageError("sweep: in the template must map PATH to a list of values")
+    for path, values in raw.items():
+        params[str(path)] = list(values) if isinstance(values, list) else [values]
+    for entry in sets:
+        path, sep, values = entry.partition("=")
+        if not sep or not path.strip() or not values.strip():
+            raise UsageError(f"--set {entry}: expected PATH=VALUE[,VALUE...]")
+        params[path.strip()] = parse_values(values)
+    if not params:
+        raise UsageError("nothing to sweep: give --set PATH=v1,v2,... or a sweep: section in the template")
+    return list(params.items())
+
+
+def apply(data: dict[str, Any], path: str, value: Any) -> None:
+    for single in path.split("+"):
+        match = COUNT.fullmatch(single.strip())
+        if match:
+            set_count(data, match.group("prefix"), value)
+        else:
+            if _set(data, single.strip().split("."), value, single) == 0:
+                raise UsageError(f"--set {path}: '{single}' matches nothing in the template")
+
+
+def _set(node: Any, keys: list[str], value: Any, path: str) -> int:
+    key, rest = keys[0], keys[1:]
+    if isinstance(node, dict):
+        targets = list(node) if key == "*" else [key] if key in node or not rest else []
+    elif isinstance(node, list):
+        if key == "*":
+            targets = list(range(len(node)))
+        elif key.lstrip("-").isdigit() and -len(node) <= int(key) < len(node):
+            targets = [int(key)]
+        else:
+            targets = []
+    else:
+        return 0
+    count = 0
+    for k in targets:
+        if not rest:
+            if key == "*" and isinstance(node, dict) and isinstance(node[k], dict | list):
+                continue
+            node[k] = value
+            count += 1
+        elif isinstance(node[k], dict | list):
+            count += _set(node[k], rest, value, path)
+    return count
+
+
+def set_count(data: dict[str, Any], prefix: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UsageError(f"count({prefix}): the number of cores must be a positive integer, got {value!r}")
+    cores = data.get("cores")
+    if not isinstance(cores, list):
+        raise UsageError("count(...): the template has no list of cores")
+    matching = [i for i, c in enumerate(cores) if isinstance(c, dict) and str(c.get("name", "")).startswith(prefix)]
+    if not matching:
+        raise UsageError(f"count({prefix}): no core name starts with '{prefix}'")
+    first = matching[0]
+    model = cores[first]
+    copies = []
+    for i in range(value):
+        core = copy.deepcopy(model)
+        core["name"] = f"{prefix}{i}"
+        copies.append(core)
+    rest = [c for i, c in enumerate(cores) if i not in matching]
+    data["cores"] = rest[:first] + copies + rest[first:]
+
+
+def designs(template: dict[str, Any], params: list[tuple[str, list[Any]]]):
+    """(settings, data) for every point of the grid."""
+    base = json.loads(json.dumps({k: v for k, v in template.items() if k not in ("sweep", "templates")}))
+    for combo in itertools.product(*(values for _, values in params)):
+        data = copy.deepcopy(base)
+        settings = {}
+        for (path, _), value in zip(params, combo, strict=True):
+            apply(data, path, value)
+            settings[path] = value
+        yield settings, data
+
+
+def area_figures(target) -> dict[str, float]:
+    macs = 0
+    sram = 0.0
+    for core in target.cores:
+        units = core.array.units
+        macs += units
+        for memory in core.memories:
+            shared = 1
+            for dim in memory.served_dims:
+                try:
+                    shared *= core.array.dim_size(dim)
+                except (KeyError, ValueError):
+                    pass
+            sram += memory.size_bytes * max(1, units // max(1, shared))
+    return {"macs": macs, "sram_bytes": int(sram), "area_proxy": macs + int(sram)}
+
+
+def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    import yaml
+
+    from monet_ir import graph as ir_graph
+    from monet_ir.emit.step_report import schedule_report
+    from monet_ir.explore.evaluate import StepConfig, build_step
+    from monet_ir.precision import PRECISION_BITS
+    from monet_ir.schedule.scheduler import ScheduleError, schedule
+    from monet_ir.schedule.taskgraph import extract
+    from targets import TargetError, get_target
+
+    try:
+        with open(args.target_template) as f:
+            template = yaml.safe_load(f)
+    except OSError as e:
+        raise UsageError(f"--target-template {args.target_template}: cannot read file: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise UsageError(f"--target-template {args.target_template}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    if not isinstance(template, dict) or not isinstance(template.get("cores"), list):
+        raise UsageError(f"--target-template {args.target_template}: expected a target in MONET's format (cores: a list)")
+    params = parameters(template, args.set)
+    grid = list(designs(template, params))
+    progress(f"{len(grid)} designs over {', '.join(p for p, _ in params)}")
+    config = StepConfig(model=args.model, target="", loss=args.loss, labels=args.labels, optimizer=args.optimizer,
+                        lr=args.lr, precision=args.precision, dims=tuple(args.dim))
+    module = build_step(config)
+    if args.checkpoint != "store-all":
+        from passes.activation_checkpoint import ActivationCheckpointPass
+        from xdsl.context import Context
+
+        ActivationCheckpointPass(policy=args.checkpoint).apply(Context(), module)
+    bits = PRECISION_BITS[args.precision] if args.precision else None
+    graph = extract(ir_graph.step_function(module), bits=bits)
+    folder = out / "designs"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = str(template.get("name", "design"))
+    rows = []
+    for k, (settings, data) in enumerate(grid):
+        data["name"] = f"{name}_d{k}"
+        path = folder / f"design_{k}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        row: dict[str, Any] = {"design": k, **settings}
+        try:
+            target = get_target(str(path), precision=args.precision)
+            row.update(area_figures(target))
+            report = schedule_report(schedule(graph, target))
+        except (TargetError, ScheduleError) as e:
+            row["error"] = str(e).strip().splitlines()[0]
+            progress(f"design {k}: {row['error']}")
+            rows.append(row)
+            continue
+        except Exception as e:  # noqa: BLE001  (a cost-model problem of one design must not end the sweep)
+            row["error"] = f"{type(e).__name__}: {e}"
+            progress(f"design {k}: {row['error']}")
+            rows.append(row)
+            continue
+        peaks = report["memory"]["peak_bytes"]
+        capacity = report["memory"]["capacity_bytes"]
+        dram = target.dram.name if target.dram is not None else "dram"
+        row.update({
+            "latency_cycles": report["latency_cycles"], "latency_s": report["latency_s"],
+            "energy_pj": report["energy_pj"], "peak_memory_bytes": sum(peaks.values()),
+            "dram_peak_bytes": peaks.get(dram, 0),
+            "fits": all(peaks[m] <= capacity.get(m, math.inf) for m in peaks),
+        })
+        progress(f"design {k}/{len(grid)}: {settings} -> {report['latency_cycles']:,} cycles, "
+                 f"{report['energy_pj'] / 1e9:.4g} mJ")
+        rows.append(row)
+    write(rows, out, plots=not args.no_plots, params=[p for p, _ in params])
+    return rows
+
+
+def write(rows: list[dict[str, Any]], out: Path, plots: bool, params: list[str]) -> None:
+    columns: list[str] = []
+    for row in rows:
+        for key in row:
+            if key not in columns:
+                columns.append(key)
+    with (out / "sweep.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([row.get(c, "") for c in columns])
+    (out / "sweep.json").write_text(json.dumps({"parameters": params, "designs": rows}, indent=1) + "\n")
+    if plots:
+        plot(rows, out / "sweep.png")
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """Energy against latency, one point per design, coloured by the area proxy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in rows if "error" not in r]
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    if ok:
+        sc = ax.scatter([r["latency_cycles"] for r in ok], [r["energy_pj"] / 1e9 for r in ok],
+                        c=[r["area_proxy"] for r in ok], cmap="plasma", s=40, edgecolors="black", linewidths=0.4)
+        fig.colorbar(sc, ax=ax, label="area proxy (MACs + SRAM bytes)")
+        for r in ok:
+            ax.annotate(str(r["design"]), (r["latency_cycles"], r["energy_pj"] / 1e9), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("latency (cycles)")
+    ax.set_ylabel("energy per training step (mJ)")
+    ax.set_title(f"hardware sweep: {len(ok)} designs" + (f", {len(rows) - len(ok)} failed" if len(ok) < len(rows) else ""))
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    fixed = {"design", "latency_cycles", "latency_s", "energy_pj", "peak_memory_bytes", "dram_peak_bytes", "fits",
+             "macs", "sram_bytes", "area_proxy", "error"}
+    params = [k for row in rows for k in row if k not in fixed]
+    params = list(dict.fromkeys(params))
+    head = ["#", *params, "latency (cycles)", "energy (mJ)", "peak (MiB)", "area proxy"]
+    body = []
+    for r in rows:
+        cells = [str(r["design"]), *(str(r.get(p, "")) for p in params)]
+        if "error" in r:
+            cells += [f"error: {r['error']}", "", "", ""]
+        else:
+            cells += [f"{r['latency_cycles']:,}", f"{r['energy_pj'] / 1e9:.4f}", f"{r['peak_memory_bytes'] / 2**20:.2f}",
+                      f"{r['area_proxy']:,}"]
+        body.append(cells)
+    widths = [max(len(h), *(len(c[i]) for c in body)) if body else len(h) for i, h in enumerate(head)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True))]
+    for cells in body:
+        lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
+    return "\n".join(lines)
