@@ -5,6 +5,7 @@ Sizes count storage as an allocator sees it: a boolean takes one byte, as in PyT
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from xdsl.dialects.builtin import (
@@ -51,6 +52,7 @@ def is_float_onnx(onnx_elem: int) -> bool:
     return onnx_elem in _ONNX_FLOATS
 
 
+@lru_cache(maxsize=4096)
 def bits_of(elem: Attribute) -> int:
     if isinstance(elem, IntegerType):
         return max(8, elem.width.data) if elem.width.data == 1 else elem.width.data
@@ -70,8 +72,9 @@ def bytes_per_element(elem: Attribute) -> float:
     return bits_of(elem) / 8
 
 
+@lru_cache(maxsize=65536)
 def tensor_bytes(t: Attribute) -> int:
-    """Storage bytes of a ranked tensor type."""
+    """Storage bytes of a ranked tensor type (memoized: types are immutable and shared)."""
     if not isinstance(t, TensorType):
         return 0
     n = 1

@@ -12,6 +12,7 @@ of PyTorch's FlopCounterMode.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from xdsl.ir import Operation
 
@@ -226,6 +227,7 @@ def vector_signature(op: Operation, bits: int | None = None) -> VectorSig:
                      window=window, bits=width)
 
 
+@lru_cache(maxsize=65536)
 def tensor_bytes_at(t, bits: int) -> int:
     """Storage bytes of a tensor type when its float elements are `bits` wide."""
     if not is_float_type(t):
