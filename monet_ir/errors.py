@@ -32,8 +32,9 @@ def expected_errors() -> tuple[type[BaseException], ...]:
             kinds.append(getattr(xdsl_errors, name))
     try:
         from monet_ir.interp.numpy_impl import InterpreterError
+        from monet_ir.interp.run import BindingError
 
-        kinds.append(InterpreterError)
+        kinds += [InterpreterError, BindingError]
     except ImportError:
         pass
     try:
@@ -41,6 +42,12 @@ def expected_errors() -> tuple[type[BaseException], ...]:
         from monet_ir.schedule.scheduler import ScheduleError
 
         kinds += [MappingError, ScheduleError]
+    except ImportError:
+        pass
+    try:
+        from monet_ir.explore.evaluate import ExploreError
+
+        kinds.append(ExploreError)
     except ImportError:
         pass
     try:

@@ -33,7 +33,11 @@ from monet_ir.interp.numpy_impl import RunResult, run_function
 from monet_ir.types import numpy_dtype_of
 
 
-class MissingWeightsError(ValueError):
+class BindingError(ValueError):
+    """A value for the step's arguments is missing or does not fit; str() is one line."""
+
+
+class MissingWeightsError(BindingError):
     """An ONNX initializer has no data (a weight-stripped file whose external data is absent)."""
 
 
@@ -97,23 +101,23 @@ def bind_arguments(
         if info.role == "param":
             value = params.get(info.name)
             if value is None:
-                raise ValueError(f"{label} has no value: '{info.name}' is not among the parameters")
+                raise BindingError(f"{label} has no value: '{info.name}' is not among the parameters")
         elif info.role == "input":
             value = inputs.get(info.name)
             if value is None:
-                raise ValueError(f"{label} has no value: '{info.name}' is not among the inputs")
+                raise BindingError(f"{label} has no value: '{info.name}' is not among the inputs")
         elif info.role == "state":
             value = state.get(info.name, params.get(info.name))
             if value is None:
                 args.append(np.zeros(shape, dtype))
                 continue
         else:
-            raise ValueError(f"{label} has no monet.input/monet.param/monet.state role to bind it by")
+            raise BindingError(f"{label} has no monet.input/monet.param/monet.state role to bind it by")
         array = np.asarray(value)
         if array.shape != shape:
-            raise ValueError(f"{label} has shape {list(shape)}, the value given has shape {list(array.shape)}")
+            raise BindingError(f"{label} has shape {list(shape)}, the value given has shape {list(array.shape)}")
         if not np.can_cast(array.dtype, dtype, casting="same_kind"):
-            raise ValueError(f"{label} has element type {dtype}, the value given is {array.dtype}")
+            raise BindingError(f"{label} has element type {dtype}, the value given is {array.dtype}")
         args.append(np.array(array, dtype=dtype, copy=True))
     return args
 
