@@ -297,11 +297,11 @@ class OnnxImporter:
                 continue
             if v.name in initializers and not self.ort:
                 continue  # an initializer listed as input (IR < 4): a parameter, below
-            role = roles.get(v.name, "input")
+            role, trainable_input = roles.get(v.name, ("input", False))
             if role == "const":
                 self.values[v.name] = Tensor(t, const=self.initializer_value(initializers[v.name]))
                 continue
-            args.append((v.name, role, t, role == "param" and roles.get(v.name + "#trainable") == "yes"))
+            args.append((v.name, role, t, trainable_input))
 
         for init in self.graph.initializer:
             if init.name in input_names and self.ort:

@@ -41,8 +41,8 @@ def detect(graph: Any) -> bool:
     )
 
 
-def classify_inputs(graph: Any, initializers: dict[str, Any]) -> dict[str, str]:
-    """Role of every graph input: input | param | state | const (plus 'NAME#trainable': yes).
+def classify_inputs(graph: Any, initializers: dict[str, Any]) -> dict[str, tuple[str, bool]]:
+    """(role, trainable) of every graph input; role is input | param | state | const.
 
     Parameters are recognised by their optimizer state or accumulation buffer; ORT lists the
     data inputs before the parameters, so float inputs before the first recognised parameter
@@ -50,23 +50,22 @@ def classify_inputs(graph: Any, initializers: dict[str, Any]) -> dict[str, str]:
     """
     names = {i.name for i in graph.input} | set(initializers)
     outputs = {o.name for o in graph.output}
-    roles: dict[str, str] = {}
+    roles: dict[str, tuple[str, bool]] = {}
     seen_param = False
     for value in graph.input:
         name = value.name
         elem = value.type.tensor_type.elem_type
         if name.endswith(STATE_SUFFIXES):
-            roles[name] = "state"
+            roles[name] = ("state", False)
         elif any(name + s in names for s in STATE_SUFFIXES) or name + "_optimizer_end" in outputs:
-            roles[name] = "param"
-            roles[name + "#trainable"] = "yes"
+            roles[name] = ("param", True)
             seen_param = True
         elif name in initializers:
-            roles[name] = "const"
+            roles[name] = ("const", False)
         elif elem in (1, 10, 11, 16) and seen_param:
-            roles[name] = "param"
+            roles[name] = ("param", False)
         else:
-            roles[name] = "input"
+            roles[name] = ("input", False)
     return roles
 
 

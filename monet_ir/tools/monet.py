@@ -120,7 +120,7 @@ class Progress:
 
 
 def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, Any], Any]:
-    from xdsl.context import Context  # noqa: I001
+    from xdsl.context import Context
 
     from monet_ir.analysis.accounting import flops_by_phase, memory_summary
     from monet_ir.frontend.onnx_import import import_onnx
