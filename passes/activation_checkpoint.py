@@ -156,9 +156,10 @@ class ActivationCheckpointPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         self.checkpoint(graph.step_function(op))
 
-    def checkpoint(self, fn: func.FuncOp) -> list[str]:
+    def checkpoint(self, fn: func.FuncOp, mark: bool = True) -> list[str]:
         """Apply the pass to one step function; returns the nodes whose saved results are now
-        recomputed, in forward order."""
+        recomputed, in forward order. `mark=False` skips refreshing the `monet.saved` marks
+        (`monet explore` schedules thousands of candidates and never reads them)."""
         policy = self.parsed_policy()
         if policy.kind != "store-all":
             reject_checkpointed(fn)
@@ -168,7 +169,8 @@ class ActivationCheckpointPass(ModulePass):
         except plans.PlanError as e:
             raise PassFailedException(f"activation-checkpoint{{policy={self.policy}}}: {e}") from None
         recompute(fn, problem, dropped)
-        mark_saved(fn)
+        if mark:
+            mark_saved(fn)
         return plans.describe(problem, dropped)
 
 

@@ -284,6 +284,15 @@ class Core:
     op_kinds: tuple[str, ...]
     dram: Dram | None = None
 
+    def __hash__(self) -> int:
+        # a Core keys the cost model's memo on every lookup: hash its nested description once
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.kind, self.clock_hz, self.array, self.precisions, self.memories, self.op_kinds,
+                           self.dram))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     def hierarchy(self, operand: str) -> tuple[MemoryLevel, ...]:
         """Memories holding `operand`, innermost first."""
         return tuple(m for m in self.memories if operand in m.operands)

@@ -117,7 +117,7 @@ def apply_checkpoint(module: ModuleOp, recompute: Sequence[str]) -> None:
         return
     from passes.activation_checkpoint import ActivationCheckpointPass
 
-    ActivationCheckpointPass(policy=checkpoint_policy(recompute)).apply(Context(), module)
+    ActivationCheckpointPass(policy=checkpoint_policy(recompute)).checkpoint(ir_graph.step_function(module), mark=False)
 
 
 # ---------------------------------------------------------------------- decisions
@@ -264,6 +264,11 @@ class Evaluator:
         self._graphs: OrderedDict[tuple, Any] = OrderedDict()
         self._graph_cache = graph_cache
         base = extract(ir_graph.step_function(self.module), bits=self.bits)
+        from monet_ir.cost.ir_signatures import signature_of
+
+        # the signatures of the base step's ops, reused for their copies in every candidate
+        self.base_signatures = {op: signature_of(op, self.bits)
+                                for op in ir_graph.compute_ops(ir_graph.step_function(self.module))}
         self._graphs[Candidate().graph_key] = base
         self.checkpoint_genes = find_checkpoint_genes(ir_graph.step_function(self.module))
         self.allocation_genes = find_allocation_genes(base, self.target, self.prices)
@@ -273,11 +278,21 @@ class Evaluator:
 
     def rewritten(self, recompute: Sequence[str], fusion: Sequence[str] = (), tiles: int = 0) -> ModuleOp:
         """A clone of the step with the checkpoint pass (and fusion) applied."""
-        module = self.module.clone()
+        return self.rewritten_with_signatures(recompute, fusion, tiles)[0]
+
+    def rewritten_with_signatures(self, recompute: Sequence[str], fusion: Sequence[str] = (), tiles: int = 0):
+        """The rewritten clone, and the signatures its ops share with the base step (neither
+        rewrite changes an existing op's types or properties, only operands and attributes)."""
+        from xdsl.ir import OpResult
+
+        copies: dict = {}
+        module = self.module.clone(value_mapper=copies)
+        known = {new.owner: self.base_signatures[old.owner] for old, new in copies.items()
+                 if isinstance(old, OpResult) and old.owner in self.base_signatures}
         apply_checkpoint(module, recompute)
         if fusion:
             apply_fusion(module, fusion, tiles, self.config.target)
-        return module
+        return module, known
 
     def graph(self, candidate: Candidate):
         from monet_ir.schedule.taskgraph import extract
@@ -287,7 +302,8 @@ class Evaluator:
         if g is not None:
             self._graphs.move_to_end(key)
             return g
-        g = extract(ir_graph.step_function(self.rewritten(*key)), bits=self.bits)
+        module, known = self.rewritten_with_signatures(*key)
+        g = extract(ir_graph.step_function(module), bits=self.bits, signatures=known)
         self._graphs[key] = g
         if len(self._graphs) > self._graph_cache:
             self._graphs.popitem(last=False)

@@ -21,7 +21,9 @@ Times are cycles of the target's reference clock; a core's cycles are converted 
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -476,18 +478,21 @@ class Scheduler:
         """The earliest time >= `time` at which `nbytes` fit in the core's top memory: waiting
         for frees already decided, then evicting. Returns when the bytes can be placed."""
         capacity = self.capacity[core]
+        frees = self.pending_frees[core]
+        frees.sort()
         # tasks are placed in order of readiness and nothing is allocated before the ready
         # time of the task being placed, so earlier frees can be forgotten
-        self.pending_frees[core] = [p for p in self.pending_frees[core] if p[0] > self.watermark]
-        pending = sorted(p for p in self.pending_frees[core] if p[0] > time)
-        still = sum(b for _, b in pending)
-        while self.resident_bytes[core] + still + nbytes > capacity and pending:
-            if self.resident_bytes[core] + nbytes <= capacity:
-                # waiting for the next free is enough; prefer it to evicting live values
-                when, freed = pending.pop(0)
-                time, still = when, still - freed
-                continue
-            break
+        forget = bisect.bisect_right(frees, (self.watermark, math.inf))
+        if forget:
+            del frees[:forget]
+        first = bisect.bisect_right(frees, (time, math.inf))
+        still = sum(b for _, b in frees[first:])
+        resident = self.resident_bytes[core]
+        while resident + still + nbytes > capacity and first < len(frees) and resident + nbytes <= capacity:
+            # waiting for the next free is enough; prefer it to evicting live values
+            time, freed = frees[first]
+            still -= freed
+            first += 1
         if self.resident_bytes[core] + still + nbytes > capacity:
             self._make_room(core, nbytes + still, keep, time)
         if self.resident_bytes[core] + still + nbytes > capacity:

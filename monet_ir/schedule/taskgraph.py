@@ -17,7 +17,9 @@ Dependencies are data dependencies plus three training-specific orderings:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
@@ -77,12 +79,15 @@ class TaskGraph:
         return succ
 
 
-def extract(fn: func.FuncOp, bits: int | None = None) -> TaskGraph:
+def extract(fn: func.FuncOp, bits: int | None = None,
+            signatures: Mapping[Operation, LoopNestSig | VectorSig | None] | None = None) -> TaskGraph:
     """The task graph of a step; `bits` overrides the width of float tensors (see
     `monet_ir.cost.ir_signatures.signature_of`). An op tiled by `fuse-layers`
     (`monet.tiling`) becomes one task per tile, each producing its rows of the result as a
-    tensor of its own and reading only the operand rows it needs (`monet_ir.schedule.tiling`)."""
-    return _Extractor(fn, bits).run()
+    tensor of its own and reading only the operand rows it needs (`monet_ir.schedule.tiling`).
+    `signatures` may give ops' signatures already known (`monet explore` maps the ops of each
+    rewritten clone to those of its base step)."""
+    return _Extractor(fn, bits, signatures or {}).run()
 
 
 @dataclass
@@ -96,9 +101,10 @@ class _Part:
 
 
 class _Extractor:
-    def __init__(self, fn: func.FuncOp, bits: int | None):
+    def __init__(self, fn: func.FuncOp, bits: int | None, signatures: Mapping[Operation, Any]):
         self.fn = fn
         self.bits = bits
+        self.known = signatures
         self.size = tensor_bytes if bits is None else (lambda t: tensor_bytes_at(t, bits))
         self.tensors: list[TensorInfo] = []
         self.tasks: list[Task] = []
@@ -132,6 +138,11 @@ class _Extractor:
         _recompute_when_needed(self.tasks)
         _optimizer_after_backward(self.tasks)
         return TaskGraph(self.tasks, self.tensors)
+
+    def signature(self, op: Operation):
+        if op in self.known:
+            return self.known[op]
+        return signature_of(op, self.bits)
 
     def find_split_hints(self) -> dict[SSAValue, tuple[int, int]]:
         """Values computed whole but read by tiles: (axis, tiles) to store them as row pieces,
@@ -170,7 +181,7 @@ class _Extractor:
 
     def add_op(self, op: Operation) -> None:
         reads = [p.tensor for v in op.operands for p in self.parts[v]]
-        task = self.new_task(op, signature_of(op, self.bits), reads)
+        task = self.new_task(op, self.signature(op), reads)
         self.assign_roles(op, task)
         writes = []
         for r in op.results:
@@ -221,7 +232,7 @@ class _Extractor:
 
         axis = tiling.axis.data
         full = shape_of(op.results[0].type)[axis]
-        sig = signature_of(op, self.bits)
+        sig = self.signature(op)
         bounds = tile_bounds(full, tiling.tiles.data)
         result_parts: dict[SSAValue, list[_Part]] = {r: [] for r in op.results}
         tile_tasks = []
