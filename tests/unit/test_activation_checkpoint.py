@@ -28,12 +28,13 @@ from monet_ir.schedule.scheduler import schedule
 from monet_ir.schedule.taskgraph import extract
 from monet_ir.tools import monet_run
 from monet_ir.types import numpy_dtype_of
+from conftest import SHARED as SHARED_ROOT
 from passes.activation_checkpoint import ActivationCheckpointPass, Policy, choose, parse_policy
 from passes.autodiff import AutodiffPass
 from targets import get_target
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-SHARED_MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+SHARED_MODELS = SHARED_ROOT / "models"
 LOCAL = ["mlp_b4", "lenet5_b4"]
 SHARED = ["resnet18_b1", "gpt2_small_b1"]
 POLICIES = ["recompute-all", "sqrt", "memory-budget", "list"]
