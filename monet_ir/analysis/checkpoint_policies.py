@@ -290,8 +290,11 @@ class _GreedyDrop:
 def plan_named(problem: CheckpointProblem, names: Iterable[str]) -> frozenset[SSAValue]:
     dropped: set[SSAValue] = set()
     saved = {v for views in problem.saved_views.values() for v in views} | set(problem.saved_views)
+    by_node: dict[str, list[Operation]] = {}
+    for op in problem.position:
+        by_node.setdefault(graph.op_node(op), []).append(op)
     for name in names:
-        ops = [op for op in problem.position if graph.op_node(op) == name]
+        ops = by_node.get(name, [])
         if not ops:
             raise PlanError(f"no forward op has node '{name}'")
         storages = {storage_of(r) for op in ops for r in op.results if r in saved}
