@@ -77,10 +77,7 @@ def bench_model(name: str, path: Path, target: str, samples: int, search: tuple[
         t1 = time.perf_counter()
         apply_checkpoint(module, c.recompute)
         t2 = time.perf_counter()
-        from xdsl.ir import OpResult
-
-        known = {new.owner: ev.base_signatures[old.owner] for old, new in copies.items()
-                 if isinstance(old, OpResult) and old.owner in ev.base_signatures}
+        known = ev.copied_signatures(copies)
         g = extract(ir_graph.step_function(module), bits=ev.bits, signatures=known)
         t3 = time.perf_counter()
         ev._graphs[c.graph_key] = g

@@ -283,16 +283,21 @@ class Evaluator:
     def rewritten_with_signatures(self, recompute: Sequence[str], fusion: Sequence[str] = (), tiles: int = 0):
         """The rewritten clone, and the signatures its ops share with the base step (neither
         rewrite changes an existing op's types or properties, only operands and attributes)."""
-        from xdsl.ir import OpResult
-
         copies: dict = {}
         module = self.module.clone(value_mapper=copies)
-        known = {new.owner: self.base_signatures[old.owner] for old, new in copies.items()
-                 if isinstance(old, OpResult) and old.owner in self.base_signatures}
+        known = self.copied_signatures(copies)
         apply_checkpoint(module, recompute)
         if fusion:
             apply_fusion(module, fusion, tiles, self.config.target)
         return module, known
+
+    def copied_signatures(self, copies: dict) -> dict:
+        """Signatures of a clone's ops, from the base ops they copy (`copies`: the clone's
+        value mapper, base value -> copied value)."""
+        from xdsl.ir import OpResult
+
+        return {new.owner: self.base_signatures[old.owner] for old, new in copies.items()
+                if isinstance(old, OpResult) and old.owner in self.base_signatures}
 
     def graph(self, candidate: Candidate):
         from monet_ir.schedule.taskgraph import extract
