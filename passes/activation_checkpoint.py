@@ -200,61 +200,102 @@ def choose(problem: plans.CheckpointProblem, policy: Policy) -> frozenset[SSAVal
 # ---------------------------------------------------------------------- rewriting
 
 
-def recompute(fn: func.FuncOp, problem: plans.CheckpointProblem, dropped: frozenset[SSAValue]) -> int:
-    """Rewire the backward readers of the dropped storages to recomputed copies; returns the
-    number of clones inserted."""
+CloneKey = tuple[int, SSAValue]
+"""The copy of a forward value recomputed in a segment: (segment, original value)."""
+
+
+@dataclass(frozen=True)
+class PlannedClone:
+    """A recompute copy of forward op `op` in segment `region`; each of its `operands` is the
+    original value (kept: read where it is) or the `CloneKey` of a copy made before it."""
+
+    op: Operation
+    region: int
+    operands: tuple[SSAValue | CloneKey, ...]
+
+
+@dataclass
+class RecomputeRewrite:
+    """The whole rewrite, decided without touching the IR: per backward op, the clones to insert
+    right before it (in order) and which of its operands read a copy (index -> `CloneKey`)."""
+
+    clones_before: dict[Operation, list[PlannedClone]]
+    rewired: dict[Operation, dict[int, CloneKey]]
+
+    @property
+    def clone_count(self) -> int:
+        return sum(len(c) for c in self.clones_before.values())
+
+
+def plan_rewrite(fn: func.FuncOp, problem: plans.CheckpointProblem, dropped: frozenset[SSAValue]) -> RecomputeRewrite:
+    """Where the copies go (see the module docstring). `monet explore` turns the same plan into
+    a task graph directly, without cloning IR (`monet_ir.explore.evaluate`), so the pass and the
+    explorer cannot disagree on what is recomputed where."""
+    rewrite = RecomputeRewrite({}, {})
     if not dropped:
-        return 0
+        return rewrite
     segment = problem.segments(dropped)
-    clones: dict[tuple[int, SSAValue], SSAValue] = {}
-    for op in list(fn.body.block.ops):
+    made: set[CloneKey] = set()
+    for op in fn.body.block.ops:
         if graph.op_phase(op) != "backward":
             continue
         for i, value in enumerate(op.operands):
             if not problem.kept(value, dropped):
-                op.operands[i] = recomputed(value, segment[storage_of(value)], op, problem, dropped, clones)
-    return len({id(v.owner) for v in clones.values()})
+                region = segment[storage_of(value)]
+                plan_copy(value, region, problem, dropped, made, rewrite.clones_before.setdefault(op, []))
+                rewrite.rewired.setdefault(op, {})[i] = (region, value)
+    rewrite.clones_before = {op: clones for op, clones in rewrite.clones_before.items() if clones}
+    return rewrite
 
 
-def recomputed(
+def plan_copy(
     value: SSAValue,
     region: int,
-    before: Operation,
     problem: plans.CheckpointProblem,
     dropped: frozenset[SSAValue],
-    clones: dict[tuple[int, SSAValue], SSAValue],
-) -> SSAValue:
-    """The copy of `value` in `region`, cloning (before `before`) the ops it still lacks.
+    made: set[CloneKey],
+    out: list[PlannedClone],
+) -> None:
+    """Append to `out` the clones the copy of `value` in `region` still lacks.
 
     Iterative post-order walk: operands are cloned before their users, and cones can be as
     deep as the whole forward pass (recompute-all), deeper than Python's recursion limit."""
     stack = [value]
     while stack:
         current = stack[-1]
-        if (region, current) in clones:
+        if (region, current) in made:
             stack.pop()
             continue
         op = current.owner
         assert isinstance(op, Operation)
-        missing = [o for o in op.operands if not problem.kept(o, dropped) and (region, o) not in clones]
+        missing = [o for o in op.operands if not problem.kept(o, dropped) and (region, o) not in made]
         if missing:
             stack.extend(missing)
             continue
         stack.pop()
         # kept operands are read where they are, even if a clone of their op exists
-        mapper = {o: clones[(region, o)] for o in op.operands if not problem.kept(o, dropped)}
-        clone_op(op, mapper, region, before, clones)
-    return clones[(region, value)]
+        operands = tuple(o if problem.kept(o, dropped) else (region, o) for o in op.operands)
+        out.append(PlannedClone(op, region, operands))
+        made.update((region, r) for r in op.results)
 
 
-def clone_op(
-    op: Operation,
-    mapper: dict[SSAValue, SSAValue],
-    region: int,
-    before: Operation,
-    clones: dict[tuple[int, SSAValue], SSAValue],
-) -> None:
-    clone = op.clone(value_mapper=dict(mapper))
+def recompute(fn: func.FuncOp, problem: plans.CheckpointProblem, dropped: frozenset[SSAValue]) -> int:
+    """Rewire the backward readers of the dropped storages to recomputed copies; returns the
+    number of clones inserted."""
+    rewrite = plan_rewrite(fn, problem, dropped)
+    copies: dict[CloneKey, SSAValue] = {}
+    for op in list(fn.body.block.ops):
+        for planned in rewrite.clones_before.get(op, ()):
+            clone_op(planned, op, copies)
+        for i, key in rewrite.rewired.get(op, {}).items():
+            op.operands[i] = copies[key]
+    return rewrite.clone_count
+
+
+def clone_op(planned: PlannedClone, before: Operation, copies: dict[CloneKey, SSAValue]) -> None:
+    op = planned.op
+    mapper = {o: copies[key] for o, key in zip(op.operands, planned.operands, strict=True) if isinstance(key, tuple)}
+    clone = op.clone(value_mapper=mapper)
     clone.properties["phase"] = StringAttr("recompute")
     clone.attributes.pop(SAVED_ATTR, None)
     block = before.parent_block()
@@ -262,4 +303,4 @@ def clone_op(
     block.insert_op_before(clone, before)
     for original, copy in zip(op.results, clone.results, strict=True):
         copy.name_hint = f"{original.name_hint}{RECOMPUTE_SUFFIX}" if original.name_hint else None
-        clones[(region, original)] = copy
+        copies[(planned.region, original)] = copy

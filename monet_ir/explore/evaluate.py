@@ -12,8 +12,13 @@ as `monet report` does) and keeps it in memory. A `Candidate` is
   layer (0 = sized from the target's memory): `fuse-layers{mode=explicit}`, applied after the
   checkpoint pass as `monet report --fusion ... --tiles ...` does.
 
-`Evaluator.evaluate(candidate)` clones the step, applies the checkpoint pass, extracts the task
-graph, schedules it with the allocation and returns an `Evaluation`:
+`Evaluator.evaluate(candidate)` builds the candidate's task graph, schedules it with the
+allocation and returns an `Evaluation`. Without fusion, the graph comes straight from the base
+step and the checkpoint pass's rewrite plan (`plan_rewrite`: which forward ops are copied before
+which backward op, and which operands read the copies), as a program of IR ops and planned
+copies handed to `extract`: no IR is cloned. With fusion, the step is cloned and both passes run
+on the clone, as `monet report` does. Either way the graph is the one `monet report` extracts
+for the same options (the test suite compares them task by task). The `Evaluation`:
 
 - `latency_cycles`: `report.json`'s `latency_cycles` (makespan, rounded to a cycle);
 - `energy_pj`: `report.json`'s `energy_pj`;
@@ -40,6 +45,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from xdsl.context import Context
@@ -263,6 +269,7 @@ class Evaluator:
         self.prices = PriceBook()
         self._graphs: OrderedDict[tuple, Any] = OrderedDict()
         self._graph_cache = graph_cache
+        self._base_facts: dict = {}  # the extractor's reads of the base step's ops, kept across candidates
         base = extract(ir_graph.step_function(self.module), bits=self.bits)
         from monet_ir.cost.ir_signatures import signature_of
 
@@ -299,6 +306,39 @@ class Evaluator:
         return {new.owner: self.base_signatures[old.owner] for old, new in copies.items()
                 if isinstance(old, OpResult) and old.owner in self.base_signatures}
 
+    @cached_property
+    def checkpoint_problem(self):
+        from monet_ir.analysis.checkpoint_policies import CheckpointProblem
+
+        return CheckpointProblem(ir_graph.step_function(self.module))
+
+    def recompute_program(self, recompute: Sequence[str]) -> list:
+        """The program `activation-checkpoint{policy="list=..."}` would leave in the step, as
+        base ops with rewired operands and planned copies (`ProgramOp`s; see `extract`)."""
+        from xdsl.utils.exceptions import PassFailedException
+
+        from monet_ir.analysis.checkpoint_policies import PlanError, plan_named
+        from monet_ir.schedule.taskgraph import ProgramOp
+        from passes.activation_checkpoint import RECOMPUTE_SUFFIX, plan_rewrite
+
+        fn = ir_graph.step_function(self.module)
+        try:
+            dropped = plan_named(self.checkpoint_problem, recompute)
+        except PlanError as e:
+            raise PassFailedException(f"activation-checkpoint{{policy={checkpoint_policy(recompute)}}}: {e}") from None
+        rewrite = plan_rewrite(fn, self.checkpoint_problem, dropped)
+        program = []
+        for op in ir_graph.compute_ops(fn):
+            for copy in rewrite.clones_before.get(op, ()):
+                results = tuple((copy.region, r) for r in copy.op.results)
+                program.append(ProgramOp(copy.op, "recompute", copy.operands, results, RECOMPUTE_SUFFIX))
+            operands = op.operands
+            rewired = rewrite.rewired.get(op)
+            if rewired is not None:
+                operands = tuple(rewired.get(i, v) for i, v in enumerate(operands))
+            program.append(ProgramOp(op, ir_graph.op_phase(op), operands, op.results))
+        return program
+
     def graph(self, candidate: Candidate):
         from monet_ir.schedule.taskgraph import extract
 
@@ -307,8 +347,12 @@ class Evaluator:
         if g is not None:
             self._graphs.move_to_end(key)
             return g
-        module, known = self.rewritten_with_signatures(*key)
-        g = extract(ir_graph.step_function(module), bits=self.bits, signatures=known)
+        if candidate.fusion:
+            module, known = self.rewritten_with_signatures(*key)
+            g = extract(ir_graph.step_function(module), bits=self.bits, signatures=known)
+        else:
+            g = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
+                        program=self.recompute_program(candidate.recompute), facts=self._base_facts)
         self._graphs[key] = g
         if len(self._graphs) > self._graph_cache:
             self._graphs.popitem(last=False)

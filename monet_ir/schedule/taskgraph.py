@@ -17,9 +17,9 @@ Dependencies are data dependencies plus three training-specific orderings:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
@@ -79,15 +79,50 @@ class TaskGraph:
         return succ
 
 
+class ProgramOp(NamedTuple):
+    """One op of the program the extractor reads: an IR op, or a copy of one that only exists
+    as a plan (`monet explore` turns `activation-checkpoint`'s rewrite plan into a program
+    without cloning IR). Operands and results are keys: an SSA value, or any hashable naming
+    a copy's value; `suffix` is appended to the result names of a copy."""
+
+    op: Operation
+    phase: str
+    operands: Sequence[Hashable]
+    results: Sequence[Hashable]
+    suffix: str = ""
+
+
+def ir_program(fn: func.FuncOp) -> Iterator[ProgramOp]:
+    """The ops of the step function as they are."""
+    for op in graph.compute_ops(fn):
+        yield ProgramOp(op, graph.op_phase(op), op.operands, op.results)
+
+
 def extract(fn: func.FuncOp, bits: int | None = None,
-            signatures: Mapping[Operation, LoopNestSig | VectorSig | None] | None = None) -> TaskGraph:
+            signatures: Mapping[Operation, LoopNestSig | VectorSig | None] | None = None,
+            program: Iterable[ProgramOp] | None = None,
+            facts: dict[Operation, OpFacts] | None = None) -> TaskGraph:
     """The task graph of a step; `bits` overrides the width of float tensors (see
     `monet_ir.cost.ir_signatures.signature_of`). An op tiled by `fuse-layers`
     (`monet.tiling`) becomes one task per tile, each producing its rows of the result as a
     tensor of its own and reading only the operand rows it needs (`monet_ir.schedule.tiling`).
-    `signatures` may give ops' signatures already known (`monet explore` maps the ops of each
-    rewritten clone to those of its base step)."""
-    return _Extractor(fn, bits, signatures or {}).run()
+    `signatures` may give ops' signatures already known (`monet explore` reuses its base step's).
+    `program` replaces the function's ops (`ir_program(fn)`, the default); the function still
+    gives the arguments and which results are gradients. `facts` is a cache of what the
+    extractor reads from each op, filled as it goes; a caller extracting many programs of the
+    same ops (with the same `bits`) passes the same dict every time."""
+    ops = list(ir_program(fn) if program is None else program)
+    return _Extractor(fn, bits, signatures or {}, {} if facts is None else facts).run(ops)
+
+
+class OpFacts(NamedTuple):
+    """What the extractor reads from an op: its node, signature, and per result the bytes and
+    name hint (reading them from xDSL objects costs more than the rest of the extraction)."""
+
+    node: str
+    sig: Any
+    result_bytes: tuple[int, ...]
+    result_names: tuple[str | None, ...]
 
 
 @dataclass
@@ -101,14 +136,16 @@ class _Part:
 
 
 class _Extractor:
-    def __init__(self, fn: func.FuncOp, bits: int | None, signatures: Mapping[Operation, Any]):
+    def __init__(self, fn: func.FuncOp, bits: int | None, signatures: Mapping[Operation, Any],
+                 facts: dict[Operation, OpFacts]):
         self.fn = fn
         self.bits = bits
         self.known = signatures
+        self.facts = facts
         self.size = tensor_bytes if bits is None else (lambda t: tensor_bytes_at(t, bits))
         self.tensors: list[TensorInfo] = []
         self.tasks: list[Task] = []
-        self.parts: dict[SSAValue, list[_Part]] = {}
+        self.parts: dict[Hashable, list[_Part]] = {}
         self.stacks: dict[int, list[list[int]]] = {}  # stack -> per op, its tile task indices
         self.grad_results = _gradient_results(fn)
         self.position = -1
@@ -118,21 +155,22 @@ class _Extractor:
         self.tensors.append(TensorInfo(tid, name, nbytes, kind, persistent, producer, root=tid))
         return tid
 
-    def run(self) -> TaskGraph:
+    def run(self, program: list[ProgramOp]) -> TaskGraph:
         for info, arg in zip(graph.arg_infos(self.fn), self.fn.body.block.args, strict=True):
             role = info.role or "input"
             tid = self.new_tensor(info.name or f"arg{info.index}", self.size(arg.type), role,
                                   role in ("param", "state"), None)
             self.parts[arg] = [_Part(tid)]
-        self.split_hints = self.find_split_hints()
-        for position, op in enumerate(graph.compute_ops(self.fn)):
+        self.split_hints = self.find_split_hints(program)
+        for position, item in enumerate(program):
             self.position = position
+            op = item.op
             tiling = op.attributes.get("monet.tiling")
             # a fused reshape stays a view: its tiles are its operand's tiles
             if tiling is not None and op.results and not isinstance(op, nn.ReshapeOp):
-                self.add_tiled(op, tiling)
+                self.add_tiled(item, tiling)
             else:
-                self.add_op(op)
+                self.add_op(item)
         _order_in_place_updates(self.tasks, self.tensors)
         _pace_stacks(self.tasks, self.stacks)
         _recompute_when_needed(self.tasks)
@@ -144,32 +182,42 @@ class _Extractor:
             return self.known[op]
         return signature_of(op, self.bits)
 
-    def find_split_hints(self) -> dict[SSAValue, tuple[int, int]]:
+    def facts_of(self, op: Operation) -> OpFacts:
+        facts = self.facts.get(op)
+        if facts is None:
+            facts = self.facts[op] = OpFacts(graph.op_node(op), self.signature(op),
+                                             tuple(self.size(r.type) for r in op.results),
+                                             tuple(r.name_hint for r in op.results))
+        return facts
+
+    def find_split_hints(self, program: list[ProgramOp]) -> dict[Hashable, tuple[int, int]]:
         """Values computed whole but read by tiles: (axis, tiles) to store them as row pieces,
         so that each tile reads only its rows."""
         from monet_ir.schedule.tiling import operand_rows
 
-        hints: dict[SSAValue, tuple[int, int]] = {}
-        for op in graph.compute_ops(self.fn):
+        hints: dict[Hashable, tuple[int, int]] = {}
+        for item in program:
+            op = item.op
             tiling = op.attributes.get("monet.tiling")
             if tiling is None or not op.results:
                 continue
             size = shape_of(op.results[0].type)[tiling.axis.data]
-            for index, operand in enumerate(op.operands):
+            for index, operand in enumerate(item.operands):
                 needed = operand_rows(op, index, tiling.axis.data, 0, size)
                 if needed is not None and operand not in hints:
                     hints[operand] = (needed[0], tiling.tiles.data)
         return hints
 
-    def kind_of(self, op: Operation, result: SSAValue, phase: str) -> tuple[str, bool]:
+    def kind_of(self, op: Operation, result: Hashable, phase: str) -> tuple[str, bool]:
         if isinstance(op, nn.ConstantOp):
             return "const", True
         if result in self.grad_results or phase not in ("forward", "recompute"):
             return "gradient", False
         return "activation", False
 
-    def new_task(self, op: Operation, sig, reads: list[int]) -> Task:
-        task = Task(len(self.tasks), op.name, graph.op_node(op), graph.op_phase(op), sig, tuple(reads), (),
+    def new_task(self, item: ProgramOp, sig, reads: list[int]) -> Task:
+        op = item.op
+        task = Task(len(self.tasks), op.name, self.facts_of(op).node, item.phase, sig, tuple(reads), (),
                     op_index=self.position)
         for t in dict.fromkeys(reads):
             self.tensors[t].consumers.append(task.index)
@@ -179,81 +227,88 @@ class _Extractor:
         self.tasks.append(task)
         return task
 
-    def add_op(self, op: Operation) -> None:
-        reads = [p.tensor for v in op.operands for p in self.parts[v]]
-        task = self.new_task(op, self.signature(op), reads)
-        self.assign_roles(op, task)
+    def add_op(self, item: ProgramOp) -> None:
+        op = item.op
+        facts = self.facts_of(op)
+        reads = [p.tensor for v in item.operands for p in self.parts[v]]
+        task = self.new_task(item, facts.sig, reads)
+        self.assign_roles(item, task)
         writes = []
-        for r in op.results:
+        for index, r in enumerate(item.results):
             if isinstance(op, nn.ReshapeOp):
                 # a view: the result is the operand's storage, piece for piece
-                self.parts[r] = self.parts[op.operands[0]]
+                self.parts[r] = self.parts[item.operands[0]]
                 continue
             kind, persistent = self.kind_of(op, r, task.phase)
-            name = r.name_hint or task.node or op.name
-            hint = self.split_hints.get(r)
+            hint_name = facts.result_names[index]
+            name = f"{hint_name}{item.suffix}" if hint_name else task.node or op.name
+            nbytes = facts.result_bytes[index]
+            hint = self.split_hints.get(r) if self.split_hints else None
             if hint is not None and not isinstance(op, nn.ConstantOp):
                 from monet_ir.schedule.tiling import tile_bounds
 
                 axis, tiles = hint
-                full = shape_of(r.type)[axis]
+                full = shape_of(op.results[index].type)[axis]
                 pieces = []
                 for lo, hi in tile_bounds(full, tiles):
-                    nbytes = -(-self.size(r.type) * (hi - lo) // full)
-                    pieces.append(_Part(self.new_tensor(f"{name}[{lo}:{hi}]", nbytes, kind, persistent, task.index),
+                    piece = -(-nbytes * (hi - lo) // full)
+                    pieces.append(_Part(self.new_tensor(f"{name}[{lo}:{hi}]", piece, kind, persistent, task.index),
                                         (lo, hi), axis))
                 self.parts[r] = pieces
                 writes += [p.tensor for p in pieces]
                 continue
-            tid = self.new_tensor(name, self.size(r.type), kind, persistent, task.index)
+            tid = self.new_tensor(name, nbytes, kind, persistent, task.index)
             self.parts[r] = [_Part(tid)]
             writes.append(tid)
         task.writes = tuple(writes)
-        self.assign_roles(op, task)
+        self.assign_roles(item, task)
+        # optimizer and accumulation ops are never copied: their operands are the IR's values
         if isinstance(op, train.OptimizerOp):
             task.in_place = tuple(self.parts[v][0].tensor for v in (op.param, *op.state_operands()))
         elif isinstance(op, train.AccumulateOp):
             task.in_place = (self.parts[op.buffer][0].tensor,)
 
-    def assign_roles(self, op: Operation, task: Task) -> None:
-        roles = _roles_of(op)
+    def assign_roles(self, item: ProgramOp, task: Task) -> None:
+        roles = _roles_of(item.op)
         if roles is None:
             return
         operand_roles, result_role = roles
-        for operand, role in zip(op.operands, operand_roles, strict=False):
+        for operand, role in zip(item.operands, operand_roles, strict=False):
             for part in self.parts[operand]:
                 if part.tensor in task.reads:
                     task.roles[part.tensor] = role
         for tid in task.writes:
             task.roles[tid] = result_role
 
-    def add_tiled(self, op: Operation, tiling) -> None:
+    def add_tiled(self, item: ProgramOp, tiling) -> None:
         from monet_ir.schedule.tiling import operand_rows, tile_bounds, tile_signature, waits_for_all_rows
 
+        op = item.op
         axis = tiling.axis.data
         full = shape_of(op.results[0].type)[axis]
         sig = self.signature(op)
         bounds = tile_bounds(full, tiling.tiles.data)
-        result_parts: dict[SSAValue, list[_Part]] = {r: [] for r in op.results}
+        result_parts: dict[Hashable, list[_Part]] = {r: [] for r in item.results}
         tile_tasks = []
-        barrier = {self.tensors[p.tensor].producer for v in op.operands for p in self.parts[v]} \
+        barrier = {self.tensors[p.tensor].producer for v in item.operands for p in self.parts[v]} \
             if waits_for_all_rows(op) else set()
         for lo, hi in bounds:
             reads: list[int] = []
-            for index, operand in enumerate(op.operands):
+            for index, operand in enumerate(item.operands):
                 needed = operand_rows(op, index, axis, lo, hi)
                 reads += [p.tensor for p in self.parts[operand] if _overlaps(p, needed)]
-            task = self.new_task(op, tile_signature(sig, op, axis, hi - lo, full), reads)
+            task = self.new_task(item, tile_signature(sig, op, axis, hi - lo, full), reads)
             task.preds.update(p for p in barrier if p is not None)
             writes = []
-            for r in op.results:
+            for result, r in zip(op.results, item.results, strict=True):
                 kind, persistent = self.kind_of(op, r, task.phase)
-                nbytes = -(-self.size(r.type) * (hi - lo) // full)
-                tid = self.new_tensor(f"{r.name_hint or task.node}[{lo}:{hi}]", nbytes, kind, persistent, task.index)
+                nbytes = -(-self.size(result.type) * (hi - lo) // full)
+                base = f"{result.name_hint}{item.suffix}" if result.name_hint else task.node
+                tid = self.new_tensor(f"{base}[{lo}:{hi}]", nbytes, kind, persistent, task.index)
                 result_parts[r].append(_Part(tid, (lo, hi), axis))
                 writes.append(tid)
             task.writes = tuple(writes)
-            self.assign_roles(op, task)
+            self.assign_roles(item, task)
             tile_tasks.append(task.index)
         self.parts.update(result_parts)
         self.stacks.setdefault(tiling.stack.data, []).append(tile_tasks)

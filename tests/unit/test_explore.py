@@ -16,6 +16,7 @@ from monet_ir.explore.evaluate import Candidate, Evaluator, StepConfig
 from monet_ir.tools.monet import main as monet_main
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "models"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
 TARGET = "tpu_like_quad_core"
 
 
@@ -45,6 +46,26 @@ def test_genes_and_sizes(evaluators):
         (len(spec.fusion) + 1 if spec.fusion else 0)
     genome = tuple(n - 1 for n in spec.sizes)
     assert spec.encode(*_decisions(spec.decode(genome))) == genome
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet", "chain10", "resnet18"])
+def test_planned_graph_equals_the_rewritten_ir(evaluators, name):
+    """Without fusion the evaluator builds task graphs from the checkpoint pass's plan, without
+    cloning IR: task for task and tensor for tensor, the graph `monet report` extracts from the
+    rewritten step."""
+    from monet_ir import graph as ir_graph
+    from monet_ir.schedule.taskgraph import extract
+
+    ev = evaluators[name] if name in evaluators else Evaluator(StepConfig(str(EXAMPLES / "resnet18_b1.onnx"), TARGET))
+    rng = random.Random(3)
+    every = tuple(g.node for g in ev.checkpoint_genes)
+    sets = [every, every[::2], every[1:2]] + [tuple(n for n in every if rng.random() < 0.5) for _ in range(4)]
+    for recompute in sets:
+        planned = ev.graph(Candidate(recompute))
+        rewritten = extract(ir_graph.step_function(ev.rewritten(recompute)), bits=ev.bits)
+        assert sum(t.phase == "recompute" for t in planned.tasks) > 0 or not recompute
+        assert planned.tasks == rewritten.tasks, recompute
+        assert planned.tensors == rewritten.tensors, recompute
 
 
 def _decisions(c: Candidate):
