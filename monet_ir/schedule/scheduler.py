@@ -26,6 +26,7 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from monet_ir.cost.signature import Cost, LoopNestSig
 from monet_ir.schedule.taskgraph import Task, TaskGraph, TensorInfo
@@ -73,15 +74,12 @@ class MemoryTrace:
     events: list[tuple[float, int]] = field(default_factory=list)
 
     def peak(self) -> int:
-        level, peak = 0, 0
-        for _, delta in sorted(self.events, key=lambda e: (e[0], e[1])):
-            level += delta
-            peak = max(peak, level)
-        return peak
+        # events at the same time: frees (negative) before allocations, as tuples sort
+        return max(0, max(accumulate(delta for _, delta in sorted(self.events)), default=0))
 
     def timeline(self) -> list[tuple[float, int]]:
         level, points = 0, []
-        for time, delta in sorted(self.events, key=lambda e: (e[0], e[1])):
+        for time, delta in sorted(self.events):
             level += delta
             points.append((time, level))
         return points
@@ -147,6 +145,7 @@ class Scheduler:
         # frees already decided but at a time later than allocations still to come may use:
         # those bytes still occupy the memory until then
         self.pending_frees: list[list[tuple[float, int]]] = [[] for _ in target.cores]
+        self.pending_bytes = [0] * len(target.cores)  # sum over pending_frees
         self.streamed: set[tuple[int, int]] = set()  # (task, tensor) moved through DRAM, not held
         self.watermark = 0.0
         self.op_core: dict[int, int] = {}  # IR op -> the core its (first) tile runs on
@@ -170,6 +169,9 @@ class Scheduler:
         self.buses = [(set(b.cores), Resource(f"bus {','.join(map(str, b.cores))}", b.bandwidth_bits, b.energy_pj_per_bit))
                       for b in target.interconnect.buses]
         self.costs: list[dict[int, Cost]] = []
+        self.durations: list[dict[int, float]] = []  # per task, its cycles on each core it may run on
+        self.energy_parts: dict[int, tuple[float, float, float]] = {}  # id(cost) -> split_energy(cost)
+        self.spilled_roles: dict[int, set[str]] = {}  # id(cost) -> loop-nest roles it streams
 
     def _dram_resource(self, direction: str) -> Resource:
         dram = self.target.dram
@@ -182,21 +184,30 @@ class Scheduler:
 
     def price(self) -> None:
         cores = self.target.cores
+        # tasks of one signature (an op's backward twin, recompute copies, repeated layers)
+        # share their options: a graph has far fewer signatures than tasks
+        seen: dict[tuple[int, tuple[int, ...]], tuple[dict, dict]] = {}
         for task in self.g.tasks:
             allowed = self.allowed_cores(task)
             if task.sig is None:
                 self.costs.append({c: None for c in allowed})  # views: free, run where the data is
+                self.durations.append({c: 0.0 for c in allowed})
                 continue
-            options = {}
-            for c in allowed:
-                core = cores[c]
-                if self.can_run(task.sig, core):
-                    options[c] = self.cost_of(task.sig, core)
-            if not options:
-                kind = "loop nest" if isinstance(task.sig, LoopNestSig) else task.sig.kind
-                where = "the allowed cores " + str(list(allowed)) if self.allocation else f"target '{self.target.name}'"
-                raise ScheduleError(f"no core of {where} can run {task.op} (node '{task.node}', {kind} op)")
-            self.costs.append(options)
+            key = (id(task.sig), allowed)
+            known = seen.get(key)
+            if known is None:
+                options = {}
+                for c in allowed:
+                    core = cores[c]
+                    if self.can_run(task.sig, core):
+                        options[c] = self.cost_of(task.sig, core)
+                if not options:
+                    kind = "loop nest" if isinstance(task.sig, LoopNestSig) else task.sig.kind
+                    where = "the allowed cores " + str(list(allowed)) if self.allocation else f"target '{self.target.name}'"
+                    raise ScheduleError(f"no core of {where} can run {task.op} (node '{task.node}', {kind} op)")
+                known = seen[key] = (options, {c: self.cycles(cost, c) for c, cost in options.items()})
+            self.costs.append(known[0])
+            self.durations.append(known[1])
 
     def allowed_cores(self, task: Task) -> tuple[int, ...]:
         every = tuple(range(len(self.target.cores)))
@@ -218,6 +229,9 @@ class Scheduler:
     def run(self) -> Schedule:
         self.price()
         g = self.g
+        self.root_of = [t.root for t in g.tensors]
+        self.bytes_of = [t.bytes for t in g.tensors]
+        self.releases: list[list[tuple[int, int]] | None] = [None] * len(g.tasks)  # (root, uses) per task
         for t in g.tensors:
             if t.root == t.id:
                 self.remaining_uses[t.id] = 0
@@ -280,19 +294,22 @@ class Scheduler:
             self._produce(task, core, start, start, allocate=False)
             self._release_inputs(task, start)
             return start
+        durations = self.durations[task.index]
         pinned = self.op_core.get(task.op_index)
         if pinned is not None and pinned in options:
             # the tiles of one op share a core, as Stream allocates a layer's CNs: its weights
             # are loaded once and stay resident across tiles
             options = {pinned: options[pinned]}
-        best = None
-        for c, cost in options.items():
-            start = max(ready, self.core_free[c], self._estimate_arrival(task, c, ready))
-            finish = start + self.cycles(cost, c)
-            key = (finish, cost.energy_pj, c)
-            if best is None or key < best[0]:
-                best = (key, c, cost)
-        _, core, cost = best
+        if len(options) == 1:
+            (core, cost), = options.items()
+        else:
+            best = None
+            for c, cost in options.items():
+                start = max(ready, self.core_free[c], self._estimate_arrival(task, c, ready))
+                key = (start + durations[c], cost.energy_pj, c)
+                if best is None or key < best[0]:
+                    best = (key, c, cost)
+            _, core, cost = best
         self.op_core[task.op_index] = core
         self._note_streamed(task, cost)
         # inputs start arriving as soon as they exist and there is room (prefetch while the
@@ -300,9 +317,12 @@ class Scheduler:
         arrival = self._bring_inputs(task, core, ready)
         start = max(ready, self.core_free[core], arrival)
         start = self._room_for_outputs(task, core, start)
-        end = start + self.cycles(cost, core)
+        end = start + durations[core]
         self.core_free[core] = end
-        compute, onchip, offchip = split_energy(cost)
+        parts = self.energy_parts.get(id(cost))
+        if parts is None:
+            parts = self.energy_parts[id(cost)] = split_energy(cost)
+        compute, onchip, offchip = parts
         self.scheduled[task.index] = ScheduledTask(task.index, core, start, end, cost.energy_pj, compute, onchip, offchip,
                                                    int(cost.dram_bytes))
         self._produce(task, core, start, end, allocate=True)
@@ -325,24 +345,27 @@ class Scheduler:
                 self.streamed.add((task.index, t))
                 budget -= self.g.tensors[t].bytes
             return
-        spilled = {k.split(".", 1)[1] for k in keys if k.startswith("dram.")}
-        self.streamed.update((task.index, t) for t, role in task.roles.items() if role in spilled)
+        spilled = self.spilled_roles.get(id(cost))
+        if spilled is None:
+            spilled = self.spilled_roles[id(cost)] = {k.split(".", 1)[1] for k in keys if k.startswith("dram.")}
+        if spilled:
+            self.streamed.update((task.index, t) for t, role in task.roles.items() if role in spilled)
 
     def _where_data_is(self, task: Task, allowed: tuple[int, ...]) -> int:
         for tid in task.reads:
-            for loc in self.copies.get(self.g.tensors[tid].root, {}):
+            for loc in self.copies.get(self.root_of[tid], {}):
                 if loc != DRAM and loc in allowed:
                     return loc
         return allowed[0]
 
     def _inputs_ready_at(self, task: Task, core: int) -> float:
-        times = [min(self.copies.get(self.g.tensors[t].root, {0: 0.0}).values()) for t in task.reads]
+        times = [min(self.copies.get(self.root_of[t], {0: 0.0}).values()) for t in task.reads]
         return max(times, default=0.0)
 
     def _estimate_arrival(self, task: Task, core: int, ready: float) -> float:
         arrival = 0.0
         for tid in task.reads:
-            root = self.g.tensors[tid].root
+            root = self.root_of[tid]
             copies = self.copies.get(root, {})
             if core in copies:
                 arrival = max(arrival, copies[core])
@@ -351,7 +374,7 @@ class Scheduler:
                 continue
             src, at = min(copies.items(), key=lambda kv: kv[1])
             res = self._route(src, core)
-            nbytes = self.g.tensors[root].bytes
+            nbytes = self.bytes_of[root]
             arrival = max(arrival, max(at, ready, res[0].free_at) + sum(nbytes * 8 / r.bits_per_cycle for r in res))
         return arrival
 
@@ -370,9 +393,10 @@ class Scheduler:
 
     def _bring_inputs(self, task: Task, core: int, ready: float) -> float:
         arrival = 0.0
-        needed = {self.g.tensors[t].root for t in task.reads}
+        root_of = self.root_of
+        needed = {root_of[t] for t in task.reads}
         for tid in task.reads:
-            root = self.g.tensors[tid].root
+            root = root_of[tid]
             copies = self.copies.setdefault(root, {})
             if core in copies:
                 arrival = max(arrival, copies[core])
@@ -383,7 +407,7 @@ class Scheduler:
                 arrival = max(arrival, copies.get(DRAM, 0.0))
                 continue
             src, at = min(copies.items(), key=lambda kv: kv[1])
-            nbytes = self.g.tensors[root].bytes
+            nbytes = self.bytes_of[root]
             when = self._room_at(core, nbytes, needed, max(at, ready))
             if when is None:
                 # no room even after evicting: it streams through from DRAM, and we pay that
@@ -399,11 +423,11 @@ class Scheduler:
     def _ensure_in_dram(self, root: int, copies: dict[int, float]) -> None:
         if DRAM not in copies and copies:
             src, at = min(copies.items(), key=lambda kv: kv[1])
-            self.memories[self.dram_name].events.append((at, self.g.tensors[root].bytes))
+            self.memories[self.dram_name].events.append((at, self.bytes_of[root]))
             copies[DRAM] = self._transfer(root, src, DRAM, at, "store")
 
     def _transfer(self, root: int, src: int, dst: int, ready: float, reason: str) -> float:
-        nbytes = self.g.tensors[root].bytes
+        nbytes = self.bytes_of[root]
         time = ready
         route = self._route(src, dst)
         for res in route:
@@ -439,7 +463,7 @@ class Scheduler:
 
     def _write_back(self, task: Task, core: int, end: float) -> None:
         for tid in task.in_place:
-            root = self.g.tensors[tid].root
+            root = self.root_of[tid]
             copies = self.copies.setdefault(root, {})
             if core in copies:
                 done = self._transfer(root, core, DRAM, end, "writeback")
@@ -451,16 +475,20 @@ class Scheduler:
     def _release_inputs(self, task: Task, end: float) -> None:
         # a task counts once per tensor it reads (as in the tensors' consumer lists), however
         # many operands name it
-        unique = set(task.reads)
-        for root in {self.g.tensors[t].root for t in unique}:
-            self.remaining_uses[root] -= sum(1 for t in unique if self.g.tensors[t].root == root)
+        releases = self.releases[task.index]
+        if releases is None:
+            unique = set(task.reads)
+            roots = {self.root_of[t] for t in unique}
+            releases = self.releases[task.index] = [(r, sum(1 for t in unique if self.root_of[t] == r)) for r in roots]
+        for root, uses in releases:
+            self.remaining_uses[root] -= uses
             if self.remaining_uses[root] <= 0:
                 self._free(root, end)
 
     # ------------------------------------------------------------------ memory
 
     def _allocate(self, core: int, root: int, time: float) -> None:
-        nbytes = self.g.tensors[root].bytes
+        nbytes = self.bytes_of[root]
         self.resident[core][root] = nbytes
         self.resident_bytes[core] += nbytes
         self.memories[self.mem_names[core]].events.append((time, nbytes))
@@ -472,6 +500,7 @@ class Scheduler:
         self.resident_bytes[core] -= nbytes
         self.memories[self.mem_names[core]].events.append((time, -nbytes))
         self.pending_frees[core].append((time, nbytes))
+        self.pending_bytes[core] += nbytes
         self.copies.get(root, {}).pop(core, None)
 
     def _room_at(self, core: int, nbytes: int, keep: set[int], time: float) -> float | None:
@@ -479,11 +508,14 @@ class Scheduler:
         for frees already decided, then evicting. Returns when the bytes can be placed."""
         capacity = self.capacity[core]
         frees = self.pending_frees[core]
+        if self.resident_bytes[core] + self.pending_bytes[core] + nbytes <= capacity:
+            return time  # fits even if no pending free has happened yet
         frees.sort()
         # tasks are placed in order of readiness and nothing is allocated before the ready
         # time of the task being placed, so earlier frees can be forgotten
         forget = bisect.bisect_right(frees, (self.watermark, math.inf))
         if forget:
+            self.pending_bytes[core] -= sum(b for _, b in frees[:forget])
             del frees[:forget]
         first = bisect.bisect_right(frees, (time, math.inf))
         still = sum(b for _, b in frees[first:])
@@ -500,7 +532,7 @@ class Scheduler:
         return time
 
     def _room_for_outputs(self, task: Task, core: int, start: float) -> float:
-        keep = {self.g.tensors[r].root for r in task.reads}
+        keep = {self.root_of[r] for r in task.reads}
         need = 0
         for tid in task.writes:
             t = self.g.tensors[tid]
@@ -534,7 +566,7 @@ class Scheduler:
             copies = self.copies.setdefault(victim, {})
             if DRAM not in copies and self.remaining_uses.get(victim, 0) > 0:
                 at = max(time, copies.get(core, time))
-                self.memories[self.dram_name].events.append((at, self.g.tensors[victim].bytes))
+                self.memories[self.dram_name].events.append((at, self.bytes_of[victim]))
                 copies[DRAM] = self._transfer(victim, core, DRAM, at, "evict")
             self._drop(core, victim, time)
 
