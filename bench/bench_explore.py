@@ -5,8 +5,8 @@
 For ResNet-18 b1 (examples/models) and the small GPT-2 at batch 8 (../shared/models, skipped when
 absent), after the cost model has priced every op once (`Evaluator` warm-up):
 
-- cold: a candidate whose recompute set has not been seen: clone + activation-checkpoint +
-  extract + schedule + report, with the time of each stage;
+- cold: a candidate whose recompute set has not been seen: the passes' plans (checkpoint
+  rewrite, no IR cloned) + extract + schedule + report, with the time of each stage;
 - warm: only the core allocation differs from a seen candidate: the task graph is cached, so
   schedule + report only;
 - search: a real NSGA-II run (default 16 x 3) gives the mix of both in a search, in ms per
@@ -48,7 +48,7 @@ def bench_model(name: str, path: Path, target: str, samples: int, search: tuple[
     from monet_ir import graph as ir_graph
     from monet_ir.emit.step_report import schedule_report
     from monet_ir.explore import ga
-    from monet_ir.explore.evaluate import Candidate, Evaluator, StepConfig, apply_checkpoint
+    from monet_ir.explore.evaluate import Candidate, Evaluator, StepConfig
     from monet_ir.schedule.taskgraph import extract
 
     t0 = time.perf_counter()
@@ -62,7 +62,7 @@ def bench_model(name: str, path: Path, target: str, samples: int, search: tuple[
           f"{len(ev.allocation_genes)} allocation, {len(ev.fusion_genes)} fusion; build {build:.2f} s, "
           f"first evaluations (cost model) {warmup:.2f} s")
     rng = random.Random(0)
-    stages = {"clone": [], "checkpoint pass": [], "extract": [], "schedule+report": []}
+    stages = {"plan": [], "extract": [], "schedule": [], "report": []}
     totals = []
     for _ in range(samples):
         c = random_candidate(ev, rng)
@@ -72,16 +72,15 @@ def bench_model(name: str, path: Path, target: str, samples: int, search: tuple[
         totals.append((time.perf_counter() - t0) * 1e3)
         ev._graphs.pop(c.graph_key, None)
         t0 = time.perf_counter()
-        copies: dict = {}
-        module = ev.module.clone(value_mapper=copies)
+        program = ev.program(c.recompute)
         t1 = time.perf_counter()
-        apply_checkpoint(module, c.recompute)
+        g = extract(ir_graph.step_function(ev.module), bits=ev.bits, signatures=ev.base_signatures,
+                    program=program, facts=ev._base_facts)
         t2 = time.perf_counter()
-        known = ev.copied_signatures(copies)
-        g = extract(ir_graph.step_function(module), bits=ev.bits, signatures=known)
-        t3 = time.perf_counter()
         ev._graphs[c.graph_key] = g
-        schedule_report(ev.schedule(c))
+        s = ev.schedule(c)
+        t3 = time.perf_counter()
+        schedule_report(s)
         t4 = time.perf_counter()
         for key, dt in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
             stages[key].append(dt * 1e3)

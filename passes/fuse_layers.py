@@ -35,7 +35,7 @@ from typing import Literal
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -55,18 +55,25 @@ class FuseLayersPass(ModulePass):
     stacks: tuple[str, ...] = ()
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from dialects.hw import TilingAttr
-
         fn = graph.step_function(op)
         forward = [o for o in graph.compute_ops(fn) if graph.op_phase(o) == "forward"]
         for o in forward:
             o.attributes.pop("monet.tiling", None)
+        for o, attr in self.plan(forward).items():
+            o.attributes["monet.tiling"] = attr
+
+    def plan(self, forward: list[Operation]) -> dict[Operation, Attribute]:
+        """The `monet.tiling` each forward op gets (ops not named are not fused), without
+        touching the IR (`monet explore` hands the plan to the task-graph extractor)."""
+        from dialects.hw import TilingAttr
+
         if self.mode == "none":
-            return
+            return {}
         if self.tiles < 0 or self.memory < 0:
             raise PassFailedException("fuse-layers: tiles and memory must be non-negative")
         budget = self.memory or self._target_memory()
         groups = explicit_stacks(forward, self.stacks) if self.mode == "explicit" else auto_stacks(forward, budget)
+        tiling: dict[Operation, Attribute] = {}
         for number, (axis, ops) in enumerate(groups):
             tiles = self.tiles or tiles_for(ops, axis, budget)
             tiles = min(tiles, min(shape_of(o.results[0].type)[axis] for o in ops))
@@ -74,7 +81,8 @@ class FuseLayersPass(ModulePass):
                 continue
             attr = TilingAttr(number, tiles, axis)
             for o in ops:
-                o.attributes["monet.tiling"] = attr
+                tiling[o] = attr
+        return tiling
 
     def _target_memory(self) -> int:
         if not self.target:

@@ -53,6 +53,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Iterable, Set
 from dataclasses import dataclass
+from functools import cached_property
 
 from xdsl.dialects import func
 from xdsl.ir import Operation, OpResult, SSAValue
@@ -118,6 +119,19 @@ class CheckpointProblem:
                 recomputable = isinstance(root, OpResult) and is_recomputable(root.op)
                 self.root[value] = root if recomputable else None
         self.flops = {op: sum(op_flops(op).values()) for op in self.position}
+
+    @cached_property
+    def forward_by_node(self) -> dict[str, list[Operation]]:
+        """Forward ops by their `node`, in forward order."""
+        by_node: dict[str, list[Operation]] = {}
+        for op in self.position:
+            by_node.setdefault(graph.op_node(op), []).append(op)
+        return by_node
+
+    @cached_property
+    def saved_values(self) -> set[SSAValue]:
+        """Every saved activation and its storage."""
+        return {v for views in self.saved_views.values() for v in views} | set(self.saved_views)
 
     def order_key(self, value: OpResult) -> tuple[int, int]:
         return self.position[value.op], value.index
@@ -289,10 +303,7 @@ class _GreedyDrop:
 
 def plan_named(problem: CheckpointProblem, names: Iterable[str]) -> frozenset[SSAValue]:
     dropped: set[SSAValue] = set()
-    saved = {v for views in problem.saved_views.values() for v in views} | set(problem.saved_views)
-    by_node: dict[str, list[Operation]] = {}
-    for op in problem.position:
-        by_node.setdefault(graph.op_node(op), []).append(op)
+    saved, by_node = problem.saved_values, problem.forward_by_node
     for name in names:
         ops = by_node.get(name, [])
         if not ops:

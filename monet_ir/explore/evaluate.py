@@ -13,12 +13,13 @@ as `monet report` does) and keeps it in memory. A `Candidate` is
   checkpoint pass as `monet report --fusion ... --tiles ...` does.
 
 `Evaluator.evaluate(candidate)` builds the candidate's task graph, schedules it with the
-allocation and returns an `Evaluation`. Without fusion, the graph comes straight from the base
-step and the checkpoint pass's rewrite plan (`plan_rewrite`: which forward ops are copied before
-which backward op, and which operands read the copies), as a program of IR ops and planned
-copies handed to `extract`: no IR is cloned. With fusion, the step is cloned and both passes run
-on the clone, as `monet report` does. Either way the graph is the one `monet report` extracts
-for the same options (the test suite compares them task by task). The `Evaluation`:
+allocation and returns an `Evaluation`. The graph comes straight from the base step and the
+passes' plans, without cloning IR: the checkpoint pass's rewrite plan (`plan_rewrite`: which
+forward ops are copied before which backward op, and which operands read the copies) and the
+fusion pass's tiling plan (`FuseLayersPass.plan`: the `monet.tiling` of each fused forward op)
+make a program of IR ops and planned copies that `extract` reads. The graph is the one
+`monet report` extracts after running both passes with the same options (the test suite
+compares them task by task). The `Evaluation`:
 
 - `latency_cycles`: `report.json`'s `latency_cycles` (makespan, rounded to a cycle);
 - `energy_pj`: `report.json`'s `energy_pj`;
@@ -270,41 +271,29 @@ class Evaluator:
         self._graphs: OrderedDict[tuple, Any] = OrderedDict()
         self._graph_cache = graph_cache
         self._base_facts: dict = {}  # the extractor's reads of the base step's ops, kept across candidates
-        base = extract(ir_graph.step_function(self.module), bits=self.bits)
+        self._tilings: dict[tuple, dict] = {}  # fusion plans by (stacks, tiles)
         from monet_ir.cost.ir_signatures import signature_of
 
         # the signatures of the base step's ops, reused for their copies in every candidate
         self.base_signatures = {op: signature_of(op, self.bits)
                                 for op in ir_graph.compute_ops(ir_graph.step_function(self.module))}
+        base = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
+                       facts=self._base_facts)
         self._graphs[Candidate().graph_key] = base
-        self.checkpoint_genes = find_checkpoint_genes(ir_graph.step_function(self.module))
+        self.checkpoint_genes = find_checkpoint_genes(self.checkpoint_problem)
         self.allocation_genes = find_allocation_genes(base, self.target, self.prices)
         self.fusion_genes = find_fusion_genes(ir_graph.step_function(self.module), self.target)
 
     # -------------------------------------------------------------- graphs
 
     def rewritten(self, recompute: Sequence[str], fusion: Sequence[str] = (), tiles: int = 0) -> ModuleOp:
-        """A clone of the step with the checkpoint pass (and fusion) applied."""
-        return self.rewritten_with_signatures(recompute, fusion, tiles)[0]
-
-    def rewritten_with_signatures(self, recompute: Sequence[str], fusion: Sequence[str] = (), tiles: int = 0):
-        """The rewritten clone, and the signatures its ops share with the base step (neither
-        rewrite changes an existing op's types or properties, only operands and attributes)."""
-        copies: dict = {}
-        module = self.module.clone(value_mapper=copies)
-        known = self.copied_signatures(copies)
+        """A clone of the step with the checkpoint pass (and fusion) applied, as `monet report`
+        builds it (searches do not need it: `graph` works from the passes' plans)."""
+        module = self.module.clone()
         apply_checkpoint(module, recompute)
         if fusion:
             apply_fusion(module, fusion, tiles, self.config.target)
-        return module, known
-
-    def copied_signatures(self, copies: dict) -> dict:
-        """Signatures of a clone's ops, from the base ops they copy (`copies`: the clone's
-        value mapper, base value -> copied value)."""
-        from xdsl.ir import OpResult
-
-        return {new.owner: self.base_signatures[old.owner] for old, new in copies.items()
-                if isinstance(old, OpResult) and old.owner in self.base_signatures}
+        return module
 
     @cached_property
     def checkpoint_problem(self):
@@ -312,15 +301,34 @@ class Evaluator:
 
         return CheckpointProblem(ir_graph.step_function(self.module))
 
-    def recompute_program(self, recompute: Sequence[str]) -> list:
-        """The program `activation-checkpoint{policy="list=..."}` would leave in the step, as
-        base ops with rewired operands and planned copies (`ProgramOp`s; see `extract`)."""
+    def tiling_plan(self, fusion: Sequence[str], tiles: int) -> dict:
+        """The `monet.tiling` of each fused forward op, as `apply_fusion` would set it."""
+        if not fusion:
+            return {}
+        from passes.fuse_layers import FuseLayersPass
+
+        key = (tuple(fusion), tiles)
+        plan = self._tilings.get(key)
+        if plan is None:
+            fuse = FuseLayersPass(mode="explicit", tiles=tiles, target=self.config.target, stacks=tuple(fusion))
+            fn = ir_graph.step_function(self.module)
+            plan = fuse.plan([op for op in ir_graph.compute_ops(fn) if ir_graph.op_phase(op) == "forward"])
+            self._tilings[key] = plan
+            if len(self._tilings) > self._graph_cache:
+                self._tilings.pop(next(iter(self._tilings)))
+        return plan
+
+    def program(self, recompute: Sequence[str], fusion: Sequence[str] = (), tiles: int = 0) -> list:
+        """The program `activation-checkpoint{policy="list=..."}` and then
+        `fuse-layers{mode=explicit}` would leave in the step, as base ops with rewired operands
+        and tilings, and planned copies (`ProgramOp`s; see `extract`)."""
         from xdsl.utils.exceptions import PassFailedException
 
         from monet_ir.analysis.checkpoint_policies import PlanError, plan_named
         from monet_ir.schedule.taskgraph import ProgramOp
         from passes.activation_checkpoint import RECOMPUTE_SUFFIX, plan_rewrite
 
+        tiling = self.tiling_plan(fusion, tiles)
         fn = ir_graph.step_function(self.module)
         try:
             dropped = plan_named(self.checkpoint_problem, recompute)
@@ -336,7 +344,7 @@ class Evaluator:
             rewired = rewrite.rewired.get(op)
             if rewired is not None:
                 operands = tuple(rewired.get(i, v) for i, v in enumerate(operands))
-            program.append(ProgramOp(op, ir_graph.op_phase(op), operands, op.results))
+            program.append(ProgramOp(op, ir_graph.op_phase(op), operands, op.results, "", tiling.get(op)))
         return program
 
     def graph(self, candidate: Candidate):
@@ -347,12 +355,8 @@ class Evaluator:
         if g is not None:
             self._graphs.move_to_end(key)
             return g
-        if candidate.fusion:
-            module, known = self.rewritten_with_signatures(*key)
-            g = extract(ir_graph.step_function(module), bits=self.bits, signatures=known)
-        else:
-            g = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
-                        program=self.recompute_program(candidate.recompute), facts=self._base_facts)
+        g = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
+                    program=self.program(*key), facts=self._base_facts)
         self._graphs[key] = g
         if len(self._graphs) > self._graph_cache:
             self._graphs.popitem(last=False)
@@ -426,12 +430,12 @@ def evaluation_of(report: dict[str, Any]) -> Evaluation:
                       tuple(sorted(peaks.items())))
 
 
-def find_checkpoint_genes(fn) -> list[CheckpointGene]:
-    """Forward nodes whose saved results are all recomputable, in forward order."""
+def find_checkpoint_genes(problem) -> list[CheckpointGene]:
+    """Forward nodes whose saved results are all recomputable, in forward order (`problem`:
+    the step's `CheckpointProblem`)."""
     from monet_ir.analysis import checkpoint_policies as plans
     from monet_ir.types import tensor_bytes
 
-    problem = plans.CheckpointProblem(fn)
     genes: list[CheckpointGene] = []
     seen: set[str] = set()
     for storage in problem.storages:

@@ -83,19 +83,21 @@ class ProgramOp(NamedTuple):
     """One op of the program the extractor reads: an IR op, or a copy of one that only exists
     as a plan (`monet explore` turns `activation-checkpoint`'s rewrite plan into a program
     without cloning IR). Operands and results are keys: an SSA value, or any hashable naming
-    a copy's value; `suffix` is appended to the result names of a copy."""
+    a copy's value; `suffix` is appended to the result names of a copy; `tiling` is the op's
+    `monet.tiling` (`fuse-layers`), None when it is not fused."""
 
     op: Operation
     phase: str
     operands: Sequence[Hashable]
     results: Sequence[Hashable]
     suffix: str = ""
+    tiling: Any = None
 
 
 def ir_program(fn: func.FuncOp) -> Iterator[ProgramOp]:
     """The ops of the step function as they are."""
     for op in graph.compute_ops(fn):
-        yield ProgramOp(op, graph.op_phase(op), op.operands, op.results)
+        yield ProgramOp(op, graph.op_phase(op), op.operands, op.results, "", op.attributes.get("monet.tiling"))
 
 
 def extract(fn: func.FuncOp, bits: int | None = None,
@@ -165,7 +167,7 @@ class _Extractor:
         for position, item in enumerate(program):
             self.position = position
             op = item.op
-            tiling = op.attributes.get("monet.tiling")
+            tiling = item.tiling
             # a fused reshape stays a view: its tiles are its operand's tiles
             if tiling is not None and op.results and not isinstance(op, nn.ReshapeOp):
                 self.add_tiled(item, tiling)
@@ -198,7 +200,7 @@ class _Extractor:
         hints: dict[Hashable, tuple[int, int]] = {}
         for item in program:
             op = item.op
-            tiling = op.attributes.get("monet.tiling")
+            tiling = item.tiling
             if tiling is None or not op.results:
                 continue
             size = shape_of(op.results[0].type)[tiling.axis.data]

@@ -50,22 +50,28 @@ def test_genes_and_sizes(evaluators):
 
 @pytest.mark.parametrize("name", ["mlp", "lenet", "chain10", "resnet18"])
 def test_planned_graph_equals_the_rewritten_ir(evaluators, name):
-    """Without fusion the evaluator builds task graphs from the checkpoint pass's plan, without
-    cloning IR: task for task and tensor for tensor, the graph `monet report` extracts from the
-    rewritten step."""
+    """The evaluator builds task graphs from the passes' plans, without cloning IR: task for
+    task and tensor for tensor, the graph `monet report` extracts from the step after
+    `activation-checkpoint` and `fuse-layers`."""
     from monet_ir import graph as ir_graph
     from monet_ir.schedule.taskgraph import extract
 
     ev = evaluators[name] if name in evaluators else Evaluator(StepConfig(str(EXAMPLES / "resnet18_b1.onnx"), TARGET))
     rng = random.Random(3)
     every = tuple(g.node for g in ev.checkpoint_genes)
+    stacks = tuple(g.spec for g in ev.fusion_genes)
     sets = [every, every[::2], every[1:2]] + [tuple(n for n in every if rng.random() < 0.5) for _ in range(4)]
-    for recompute in sets:
-        planned = ev.graph(Candidate(recompute))
-        rewritten = extract(ir_graph.step_function(ev.rewritten(recompute)), bits=ev.bits)
-        assert sum(t.phase == "recompute" for t in planned.tasks) > 0 or not recompute
-        assert planned.tasks == rewritten.tasks, recompute
-        assert planned.tensors == rewritten.tensors, recompute
+    candidates = [Candidate(recompute) for recompute in sets]
+    if stacks:
+        candidates += [Candidate((), (), stacks, 4), Candidate(every, (), stacks[::2], 0),
+                       Candidate(sets[-1], (), tuple(s for s in stacks if rng.random() < 0.5) or stacks[:1], 8)]
+    for c in candidates:
+        planned = ev.graph(c)
+        rewritten = extract(ir_graph.step_function(ev.rewritten(c.recompute, c.fusion, c.tiles)), bits=ev.bits)
+        assert sum(t.phase == "recompute" for t in planned.tasks) > 0 or not c.recompute
+        assert len(planned.tasks) > len(ev.graph(Candidate(c.recompute)).tasks) or not c.fusion
+        assert planned.tasks == rewritten.tasks, c
+        assert planned.tensors == rewritten.tensors, c
 
 
 def _decisions(c: Candidate):
