@@ -34,6 +34,21 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+SEARCHES = ("checkpoint", "fusion", "allocation")
+
+
+def parse_search(text: str) -> tuple[bool, bool, bool]:
+    """`--search`: (checkpointing, allocation, fusion) genes on or off."""
+    names = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = sorted(names - {*SEARCHES, "all"})
+    if unknown or not names:
+        raise UsageError(f"--search {text}: expected checkpoint, fusion, allocation or all (several separated by "
+                         f"commas){', not ' + ', '.join(unknown) if unknown else ''}")
+    if "all" in names:
+        return True, True, True
+    return "checkpoint" in names, "allocation" in names, "fusion" in names
+
+
 def run_explore(args: argparse.Namespace) -> None:
     from monet_ir.explore import ga, milp, outputs
     from monet_ir.explore.evaluate import Evaluator
@@ -44,6 +59,7 @@ def run_explore(args: argparse.Namespace) -> None:
         raise UsageError("--generations must be non-negative")
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    checkpointing, allocation, fusion = parse_search(args.search)
     budget = parse_bytes(args.budget) if args.budget is not None else None
     objective = "checkpoint" if args.exact else args.objective
     out = Path(args.out)
@@ -55,14 +71,14 @@ def run_explore(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     _say(f"[{0.0:6.2f} s] building the training step of {args.model} for {args.target}")
     evaluator = Evaluator(config)
-    spec = ga.GenomeSpec.of(evaluator, objective, not args.no_checkpoint, not args.no_allocation, not args.no_fusion)
+    spec = ga.GenomeSpec.of(evaluator, objective, checkpointing, allocation, fusion)
     _say(f"[{time.perf_counter() - start:6.2f} s] genes: {len(spec.checkpoint)} checkpoint, {len(spec.allocation)} "
          f"allocation, {len(spec.fusion)} fusion stacks{' + tiles' if spec.fusion else ''}; objective {objective}; "
          f"population {args.population}, {args.generations} generations, {args.jobs} job(s)")
     result = ga.run_search(
         evaluator, objective=objective, population=args.population, generations=args.generations, seed=args.seed,
-        jobs=args.jobs, budget=budget, checkpointing=not args.no_checkpoint, allocation=not args.no_allocation,
-        fusion=not args.no_fusion, progress=_say,
+        jobs=args.jobs, budget=budget, checkpointing=checkpointing, allocation=allocation, fusion=fusion,
+        progress=_say,
     )
     chosen = outputs.write_search(result, config, out, budget, plots=not args.no_plots)
     lines = [f"MONET exploration: {Path(args.model).name} on {evaluator.target.name} ({objective} objectives)",

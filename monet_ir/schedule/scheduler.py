@@ -518,7 +518,11 @@ class Scheduler:
             self.pending_bytes[core] -= sum(b for _, b in frees[:forget])
             del frees[:forget]
         first = bisect.bisect_right(frees, (time, math.inf))
-        still = sum(b for _, b in frees[first:])
+        # the bytes freed after `time`, summing the shorter side of the list
+        if first <= len(frees) - first:
+            still = self.pending_bytes[core] - sum(b for _, b in frees[:first])
+        else:
+            still = sum(b for _, b in frees[first:])
         resident = self.resident_bytes[core]
         while resident + still + nbytes > capacity and first < len(frees) and resident + nbytes <= capacity:
             # waiting for the next free is enough; prefer it to evicting live values

@@ -8,7 +8,7 @@
                  [--dim NAME=N] [--no-plots]
     monet explore MODEL.onnx --target NAME|file.yaml --out DIR [--objective schedule|checkpoint]
                  [--population 64] [--generations 50] [--seed 0] [--jobs N] [--budget BYTES] [--exact]
-                 [--no-checkpoint] [--no-allocation] [--no-fusion] [step options of report]
+                 [--search checkpoint|fusion|allocation|all[,...]] [step options of report]
     monet sweep MODEL.onnx --target-template file.yaml [--set PATH=v1,v2,...]... --out DIR
     monet targets                      # list the built-in targets
 
@@ -93,9 +93,9 @@ def add_explore_parsers(sub: Any) -> None:
                          help="memory budget of the chosen point: peak memory (schedule) or saved bytes (checkpoint)")
     explore.add_argument("--exact", action="store_true",
                          help="also solve the checkpoint choice exactly (MILP; implies --objective checkpoint)")
-    explore.add_argument("--no-checkpoint", action="store_true", help="no checkpoint genes")
-    explore.add_argument("--no-allocation", action="store_true", help="no core-allocation genes")
-    explore.add_argument("--no-fusion", action="store_true", help="no layer-fusion genes")
+    explore.add_argument("--search", default="all", metavar="checkpoint|fusion|allocation|all[,...]",
+                         help="the decisions searched (default all; several separated by commas, e.g. "
+                              "checkpoint,allocation for a layer-by-layer search)")
     _step_options(explore)
     sweep = sub.add_parser("sweep", help="the training step on a grid of hardware parameters")
     sweep.add_argument("model", help="ONNX model")

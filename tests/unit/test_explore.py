@@ -193,6 +193,31 @@ def test_chosen_point_is_reproduced_by_monet_report(tmp_path, evaluators):
     command = report_command(ev.config, candidate, str(tmp_path / "report2"), str(mapping))
     _check_report(command, {"latency_cycles": evaluation.latency_cycles, "energy_pj": evaluation.energy_pj,
                             "peak_memory_bytes": evaluation.peak_memory_bytes})
+    # and one with fused stacks as well (the evaluator plans the fusion, the report runs the pass)
+    fused = Candidate(candidate.recompute, candidate.allocation, tuple(g.spec for g in ev.fusion_genes), 4)
+    evaluation = ev.evaluate(fused)
+    assert not evaluation.error
+    command = report_command(ev.config, fused, str(tmp_path / "report3"), str(mapping))
+    assert "--fusion" in command
+    _check_report(command, {"latency_cycles": evaluation.latency_cycles, "energy_pj": evaluation.energy_pj,
+                            "peak_memory_bytes": evaluation.peak_memory_bytes})
+
+
+def test_search_option_chooses_the_genes(tmp_path, capsys):
+    out = tmp_path / "layer_by_layer"
+    with pytest.raises(SystemExit) as exit_:
+        monet_main(["explore", str(DATA / "lenet5_b4.onnx"), "--target", TARGET, "--out", str(out),
+                    "--population", "4", "--generations", "1", "--search", "checkpoint,allocation", "--no-plots"])
+    assert exit_.value.code == 0
+    assert "0 fusion stacks" in capsys.readouterr().err
+    front = json.loads((out / "front.json").read_text())
+    assert front and all("fusion" not in p and "tiles" not in p for p in front)
+    with pytest.raises(SystemExit) as exit_:
+        monet_main(["explore", str(DATA / "lenet5_b4.onnx"), "--target", TARGET, "--out", str(tmp_path / "bad"),
+                    "--search", "checkpoint,tiling"])
+    assert exit_.value.code != 0
+    err = capsys.readouterr().err
+    assert "--search checkpoint,tiling" in err and "not tiling" in err and "Traceback" not in err
 
 
 def _check_report(command: list[str], point: dict) -> None:
