@@ -75,7 +75,7 @@ def bench_model(name: str, path: Path, target: str, samples: int, search: tuple[
         program = ev.program(c.recompute)
         t1 = time.perf_counter()
         g = extract(ir_graph.step_function(ev.module), bits=ev.bits, signatures=ev.base_signatures,
-                    program=program, facts=ev._base_facts)
+                    program=program, cache=ev._extract_cache)
         t2 = time.perf_counter()
         ev._graphs[c.graph_key] = g
         s = ev.schedule(c)

@@ -236,9 +236,7 @@ def plan_rewrite(fn: func.FuncOp, problem: plans.CheckpointProblem, dropped: fro
         return rewrite
     segment = problem.segments(dropped)
     made: set[CloneKey] = set()
-    for op in fn.body.block.ops:
-        if graph.op_phase(op) != "backward":
-            continue
+    for op in problem.backward_ops:
         for i, value in enumerate(op.operands):
             if not problem.kept(value, dropped):
                 region = segment[storage_of(value)]

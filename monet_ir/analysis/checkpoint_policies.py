@@ -121,6 +121,11 @@ class CheckpointProblem:
         self.flops = {op: sum(op_flops(op).values()) for op in self.position}
 
     @cached_property
+    def backward_ops(self) -> list[Operation]:
+        """The backward-phase ops of the function, in program order."""
+        return [op for op in self.fn.body.block.ops if graph.op_phase(op) == "backward"]
+
+    @cached_property
     def forward_by_node(self) -> dict[str, list[Operation]]:
         """Forward ops by their `node`, in forward order."""
         by_node: dict[str, list[Operation]] = {}

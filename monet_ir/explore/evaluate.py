@@ -260,7 +260,7 @@ class Evaluator:
     """The base step in memory, and evaluation of candidates on it (see the module docstring)."""
 
     def __init__(self, config: StepConfig, graph_cache: int = 32):
-        from monet_ir.schedule.taskgraph import extract
+        from monet_ir.schedule.taskgraph import ExtractCache, extract
         from targets import get_target
 
         self.config = config
@@ -270,15 +270,16 @@ class Evaluator:
         self.prices = PriceBook()
         self._graphs: OrderedDict[tuple, Any] = OrderedDict()
         self._graph_cache = graph_cache
-        self._base_facts: dict = {}  # the extractor's reads of the base step's ops, kept across candidates
+        self._extract_cache = ExtractCache()  # what the extractor reads from the base step's ops, kept across candidates
         self._tilings: dict[tuple, dict] = {}  # fusion plans by (stacks, tiles)
+        self._base_program: list | None = None  # the base step as `ProgramOp`s
         from monet_ir.cost.ir_signatures import signature_of
 
         # the signatures of the base step's ops, reused for their copies in every candidate
         self.base_signatures = {op: signature_of(op, self.bits)
                                 for op in ir_graph.compute_ops(ir_graph.step_function(self.module))}
         base = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
-                       facts=self._base_facts)
+                       cache=self._extract_cache)
         self._graphs[Candidate().graph_key] = base
         self.checkpoint_genes = find_checkpoint_genes(self.checkpoint_problem)
         self.allocation_genes = find_allocation_genes(base, self.target, self.prices)
@@ -325,26 +326,35 @@ class Evaluator:
         from xdsl.utils.exceptions import PassFailedException
 
         from monet_ir.analysis.checkpoint_policies import PlanError, plan_named
-        from monet_ir.schedule.taskgraph import ProgramOp
+        from monet_ir.schedule.taskgraph import ProgramOp, ir_program
         from passes.activation_checkpoint import RECOMPUTE_SUFFIX, plan_rewrite
 
         tiling = self.tiling_plan(fusion, tiles)
         fn = ir_graph.step_function(self.module)
+        if self._base_program is None:
+            self._base_program = list(ir_program(fn))
         try:
             dropped = plan_named(self.checkpoint_problem, recompute)
         except PlanError as e:
             raise PassFailedException(f"activation-checkpoint{{policy={checkpoint_policy(recompute)}}}: {e}") from None
         rewrite = plan_rewrite(fn, self.checkpoint_problem, dropped)
+        if not rewrite.rewired and not tiling:
+            return self._base_program
         program = []
-        for op in ir_graph.compute_ops(fn):
+        for base in self._base_program:
+            op = base.op
             for copy in rewrite.clones_before.get(op, ()):
                 results = tuple((copy.region, r) for r in copy.op.results)
                 program.append(ProgramOp(copy.op, "recompute", copy.operands, results, RECOMPUTE_SUFFIX))
-            operands = op.operands
             rewired = rewrite.rewired.get(op)
+            op_tiling = tiling.get(op)
+            if rewired is None and op_tiling is None:
+                program.append(base)
+                continue
+            operands = base.operands
             if rewired is not None:
                 operands = tuple(rewired.get(i, v) for i, v in enumerate(operands))
-            program.append(ProgramOp(op, ir_graph.op_phase(op), operands, op.results, "", tiling.get(op)))
+            program.append(ProgramOp(op, base.phase, operands, base.results, "", op_tiling))
         return program
 
     def graph(self, candidate: Candidate):
@@ -356,7 +366,7 @@ class Evaluator:
             self._graphs.move_to_end(key)
             return g
         g = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
-                    program=self.program(*key), facts=self._base_facts)
+                    program=self.program(*key), cache=self._extract_cache)
         self._graphs[key] = g
         if len(self._graphs) > self._graph_cache:
             self._graphs.popitem(last=False)

@@ -151,6 +151,7 @@ class Scheduler:
         self.op_core: dict[int, int] = {}  # IR op -> the core its (first) tile runs on
         self.unpaid_outputs: set[tuple[int, int]] = set()  # streamed to DRAM by us, not by the op
         self.remaining_uses: dict[int, int] = {}
+        self.next_use_from: dict[int, int] = {}  # root -> index in root_consumers before which all are scheduled
         self.mem_names = []
         self.capacity = []
         self.memories: dict[str, MemoryTrace] = {}
@@ -189,11 +190,14 @@ class Scheduler:
         seen: dict[tuple[int, tuple[int, ...]], tuple[dict, dict]] = {}
         for task in self.g.tasks:
             allowed = self.allowed_cores(task)
-            if task.sig is None:
-                self.costs.append({c: None for c in allowed})  # views: free, run where the data is
-                self.durations.append({c: 0.0 for c in allowed})
-                continue
             key = (id(task.sig), allowed)
+            if task.sig is None:
+                known = seen.get(key)
+                if known is None:  # views: free, run where the data is
+                    known = seen[key] = ({c: None for c in allowed}, {c: 0.0 for c in allowed})
+                self.costs.append(known[0])
+                self.durations.append(known[1])
+                continue
             known = seen.get(key)
             if known is None:
                 options = {}
@@ -478,8 +482,10 @@ class Scheduler:
         releases = self.releases[task.index]
         if releases is None:
             unique = set(task.reads)
-            roots = {self.root_of[t] for t in unique}
-            releases = self.releases[task.index] = [(r, sum(1 for t in unique if self.root_of[t] == r)) for r in roots]
+            uses = dict.fromkeys({self.root_of[t] for t in unique}, 0)
+            for t in unique:
+                uses[self.root_of[t]] += 1
+            releases = self.releases[task.index] = list(uses.items())
         for root, uses in releases:
             self.remaining_uses[root] -= uses
             if self.remaining_uses[root] <= 0:
@@ -575,10 +581,13 @@ class Scheduler:
             self._drop(core, victim, time)
 
     def _next_use(self, root: int) -> int:
-        for consumer in self.root_consumers.get(root, ()):
-            if consumer not in self.scheduled:
-                return consumer
-        return 1 << 60
+        consumers = self.root_consumers.get(root, ())
+        # tasks only ever become scheduled, so the scan resumes where it stopped last time
+        i = self.next_use_from.get(root, 0)
+        while i < len(consumers) and consumers[i] in self.scheduled:
+            i += 1
+        self.next_use_from[root] = i
+        return consumers[i] if i < len(consumers) else 1 << 60
 
 
 def split_energy(cost: Cost) -> tuple[float, float, float]:

@@ -103,18 +103,18 @@ def ir_program(fn: func.FuncOp) -> Iterator[ProgramOp]:
 def extract(fn: func.FuncOp, bits: int | None = None,
             signatures: Mapping[Operation, LoopNestSig | VectorSig | None] | None = None,
             program: Iterable[ProgramOp] | None = None,
-            facts: dict[Operation, OpFacts] | None = None) -> TaskGraph:
+            cache: ExtractCache | None = None) -> TaskGraph:
     """The task graph of a step; `bits` overrides the width of float tensors (see
     `monet_ir.cost.ir_signatures.signature_of`). An op tiled by `fuse-layers`
     (`monet.tiling`) becomes one task per tile, each producing its rows of the result as a
     tensor of its own and reading only the operand rows it needs (`monet_ir.schedule.tiling`).
     `signatures` may give ops' signatures already known (`monet explore` reuses its base step's).
     `program` replaces the function's ops (`ir_program(fn)`, the default); the function still
-    gives the arguments and which results are gradients. `facts` is a cache of what the
-    extractor reads from each op, filled as it goes; a caller extracting many programs of the
-    same ops (with the same `bits`) passes the same dict every time."""
+    gives the arguments and which results are gradients. `cache` keeps what the extractor reads
+    from ops, filled as it goes; a caller extracting many programs of the same ops (with the
+    same `bits` and `signatures`) passes the same cache every time."""
     ops = list(ir_program(fn) if program is None else program)
-    return _Extractor(fn, bits, signatures or {}, {} if facts is None else facts).run(ops)
+    return _Extractor(fn, bits, signatures or {}, ExtractCache() if cache is None else cache).run(ops)
 
 
 class OpFacts(NamedTuple):
@@ -125,6 +125,33 @@ class OpFacts(NamedTuple):
     sig: Any
     result_bytes: tuple[int, ...]
     result_names: tuple[str | None, ...]
+    view: bool  # nn.reshape: its result is its operand's storage
+    const: bool
+    roles: tuple[tuple[str, ...], str] | None  # loop-nest roles of operands and result
+
+
+class TilePlan(NamedTuple):
+    """An op run as tiles along `axis` of its `full` result rows: per tile its rows, the operand
+    rows it reads (`operand_rows`, per operand) and its signature; `whole`: the operand rows the
+    whole result reads; `barrier`: every tile waits for the whole input."""
+
+    full: int
+    bounds: list[tuple[int, int]]
+    needed: list[list[Any]]
+    sigs: list[Any]
+    whole: list[Any]
+    barrier: bool
+
+
+@dataclass
+class ExtractCache:
+    """What the extractor reads from ops (reading xDSL objects costs more than the rest of the
+    extraction): per op its `OpFacts`, per (op, axis, tiles) its `TilePlan`."""
+
+    ops: dict[Operation, OpFacts] = field(default_factory=dict)
+    tiles: dict[tuple[Operation, int, int], TilePlan] = field(default_factory=dict)
+    sigs: dict[Any, Any] = field(default_factory=dict)
+    """One object per distinct tile signature: the scheduler prices a signature object once."""
 
 
 @dataclass
@@ -139,11 +166,13 @@ class _Part:
 
 class _Extractor:
     def __init__(self, fn: func.FuncOp, bits: int | None, signatures: Mapping[Operation, Any],
-                 facts: dict[Operation, OpFacts]):
+                 cache: ExtractCache):
         self.fn = fn
         self.bits = bits
         self.known = signatures
-        self.facts = facts
+        self.facts = cache.ops
+        self.tile_plans = cache.tiles
+        self.sigs = cache.sigs
         self.size = tensor_bytes if bits is None else (lambda t: tensor_bytes_at(t, bits))
         self.tensors: list[TensorInfo] = []
         self.tasks: list[Task] = []
@@ -189,29 +218,46 @@ class _Extractor:
         if facts is None:
             facts = self.facts[op] = OpFacts(graph.op_node(op), self.signature(op),
                                              tuple(self.size(r.type) for r in op.results),
-                                             tuple(r.name_hint for r in op.results))
+                                             tuple(r.name_hint for r in op.results),
+                                             isinstance(op, nn.ReshapeOp), isinstance(op, nn.ConstantOp),
+                                             _roles_of(op))
         return facts
+
+    def tile_plan(self, op: Operation, axis: int, tiles: int) -> TilePlan:
+        from monet_ir.schedule.tiling import operand_rows, tile_bounds, tile_signature, waits_for_all_rows
+
+        key = (op, axis, tiles)
+        plan = self.tile_plans.get(key)
+        if plan is None:
+            full = shape_of(op.results[0].type)[axis]
+            bounds = tile_bounds(full, tiles)
+            count = len(op.operands)
+            sig = self.facts_of(op).sig
+            plan = self.tile_plans[key] = TilePlan(
+                full, bounds,
+                [[operand_rows(op, i, axis, lo, hi) for i in range(count)] for lo, hi in bounds],
+                [self.sigs.setdefault(s, s) for s in (tile_signature(sig, op, axis, hi - lo, full) for lo, hi in bounds)],
+                [operand_rows(op, i, axis, 0, full) for i in range(count)],
+                waits_for_all_rows(op))
+        return plan
 
     def find_split_hints(self, program: list[ProgramOp]) -> dict[Hashable, tuple[int, int]]:
         """Values computed whole but read by tiles: (axis, tiles) to store them as row pieces,
         so that each tile reads only its rows."""
-        from monet_ir.schedule.tiling import operand_rows
-
         hints: dict[Hashable, tuple[int, int]] = {}
         for item in program:
             op = item.op
             tiling = item.tiling
             if tiling is None or not op.results:
                 continue
-            size = shape_of(op.results[0].type)[tiling.axis.data]
-            for index, operand in enumerate(item.operands):
-                needed = operand_rows(op, index, tiling.axis.data, 0, size)
+            plan = self.tile_plan(op, tiling.axis.data, tiling.tiles.data)
+            for operand, needed in zip(item.operands, plan.whole, strict=True):
                 if needed is not None and operand not in hints:
                     hints[operand] = (needed[0], tiling.tiles.data)
         return hints
 
     def kind_of(self, op: Operation, result: Hashable, phase: str) -> tuple[str, bool]:
-        if isinstance(op, nn.ConstantOp):
+        if self.facts_of(op).const:
             return "const", True
         if result in self.grad_results or phase not in ("forward", "recompute"):
             return "gradient", False
@@ -219,34 +265,37 @@ class _Extractor:
 
     def new_task(self, item: ProgramOp, sig, reads: list[int]) -> Task:
         op = item.op
-        task = Task(len(self.tasks), op.name, self.facts_of(op).node, item.phase, sig, tuple(reads), (),
+        index = len(self.tasks)
+        task = Task(index, op.name, self.facts_of(op).node, item.phase, sig, tuple(reads), (),
                     op_index=self.position)
+        tensors, preds = self.tensors, task.preds
         for t in dict.fromkeys(reads):
-            self.tensors[t].consumers.append(task.index)
-            producer = self.tensors[t].producer
-            if producer is not None:
-                task.preds.add(producer)
+            tensor = tensors[t]
+            tensor.consumers.append(index)
+            if tensor.producer is not None:
+                preds.add(tensor.producer)
         self.tasks.append(task)
         return task
 
     def add_op(self, item: ProgramOp) -> None:
         op = item.op
         facts = self.facts_of(op)
-        reads = [p.tensor for v in item.operands for p in self.parts[v]]
+        parts = self.parts
+        reads = [p.tensor for v in item.operands for p in parts[v]]
         task = self.new_task(item, facts.sig, reads)
-        self.assign_roles(item, task)
+        if facts.view:
+            # the result is the operand's storage, piece for piece
+            for r in item.results:
+                parts[r] = parts[item.operands[0]]
+            return
         writes = []
         for index, r in enumerate(item.results):
-            if isinstance(op, nn.ReshapeOp):
-                # a view: the result is the operand's storage, piece for piece
-                self.parts[r] = self.parts[item.operands[0]]
-                continue
             kind, persistent = self.kind_of(op, r, task.phase)
             hint_name = facts.result_names[index]
             name = f"{hint_name}{item.suffix}" if hint_name else task.node or op.name
             nbytes = facts.result_bytes[index]
             hint = self.split_hints.get(r) if self.split_hints else None
-            if hint is not None and not isinstance(op, nn.ConstantOp):
+            if hint is not None and not facts.const:
                 from monet_ir.schedule.tiling import tile_bounds
 
                 axis, tiles = hint
@@ -263,7 +312,8 @@ class _Extractor:
             self.parts[r] = [_Part(tid)]
             writes.append(tid)
         task.writes = tuple(writes)
-        self.assign_roles(item, task)
+        if facts.roles is not None:
+            self.assign_roles(item, task)
         # optimizer and accumulation ops are never copied: their operands are the IR's values
         if isinstance(op, train.OptimizerOp):
             task.in_place = tuple(self.parts[v][0].tensor for v in (op.param, *op.state_operands()))
@@ -283,29 +333,27 @@ class _Extractor:
             task.roles[tid] = result_role
 
     def add_tiled(self, item: ProgramOp, tiling) -> None:
-        from monet_ir.schedule.tiling import operand_rows, tile_bounds, tile_signature, waits_for_all_rows
-
         op = item.op
         axis = tiling.axis.data
-        full = shape_of(op.results[0].type)[axis]
-        sig = self.signature(op)
-        bounds = tile_bounds(full, tiling.tiles.data)
+        facts = self.facts_of(op)
+        plan = self.tile_plan(op, axis, tiling.tiles.data)
+        full = plan.full
         result_parts: dict[Hashable, list[_Part]] = {r: [] for r in item.results}
         tile_tasks = []
         barrier = {self.tensors[p.tensor].producer for v in item.operands for p in self.parts[v]} \
-            if waits_for_all_rows(op) else set()
-        for lo, hi in bounds:
+            if plan.barrier else set()
+        for (lo, hi), needed_rows, tile_sig in zip(plan.bounds, plan.needed, plan.sigs, strict=True):
             reads: list[int] = []
-            for index, operand in enumerate(item.operands):
-                needed = operand_rows(op, index, axis, lo, hi)
+            for operand, needed in zip(item.operands, needed_rows, strict=True):
                 reads += [p.tensor for p in self.parts[operand] if _overlaps(p, needed)]
-            task = self.new_task(item, tile_signature(sig, op, axis, hi - lo, full), reads)
+            task = self.new_task(item, tile_sig, reads)
             task.preds.update(p for p in barrier if p is not None)
             writes = []
-            for result, r in zip(op.results, item.results, strict=True):
+            for index, r in enumerate(item.results):
                 kind, persistent = self.kind_of(op, r, task.phase)
-                nbytes = -(-self.size(result.type) * (hi - lo) // full)
-                base = f"{result.name_hint}{item.suffix}" if result.name_hint else task.node
+                nbytes = -(-facts.result_bytes[index] * (hi - lo) // full)
+                hint_name = facts.result_names[index]
+                base = f"{hint_name}{item.suffix}" if hint_name else task.node
                 tid = self.new_tensor(f"{base}[{lo}:{hi}]", nbytes, kind, persistent, task.index)
                 result_parts[r].append(_Part(tid, (lo, hi), axis))
                 writes.append(tid)
