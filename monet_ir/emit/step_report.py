@@ -28,7 +28,9 @@ from monet_ir.schedule.scheduler import DRAM, Schedule
 PHASES = ("forward", "backward", "optimizer", "recompute")
 
 
-def schedule_report(s: Schedule) -> dict[str, Any]:
+def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
+    """The report of a schedule; `layers=False` leaves the per-op rows out (an empty list), for
+    callers that need only the totals (`monet explore` scores thousands of schedules)."""
     g, target = s.graph, s.target
     latency = s.latency_cycles
     compute = onchip = offchip = 0.0
@@ -37,7 +39,7 @@ def schedule_report(s: Schedule) -> dict[str, Any]:
     phase_ops: dict[str, int] = defaultdict(int)
     busy: dict[int, float] = defaultdict(float)
     ops_per_core: dict[int, int] = defaultdict(int)
-    layers = []
+    rows = []
     for st in s.tasks:
         task = g.tasks[st.task]
         if task.sig is None:
@@ -51,10 +53,11 @@ def schedule_report(s: Schedule) -> dict[str, Any]:
         phase_ops[task.phase] += 1
         busy[st.core] += st.end - st.start
         ops_per_core[st.core] += 1
-        layers.append({
-            "name": task.node, "op": task.op, "phase": task.phase, "core": st.core,
-            "start_cycle": round(st.start), "latency_cycles": round(st.end - st.start), "energy_pj": st.energy_pj,
-        })
+        if layers:
+            rows.append({
+                "name": task.node, "op": task.op, "phase": task.phase, "core": st.core,
+                "start_cycle": round(st.start), "latency_cycles": round(st.end - st.start), "energy_pj": st.energy_pj,
+            })
     interconnect = 0.0
     transfers: dict[str, dict[str, float]] = {}
     for tr in s.transfers:
@@ -93,7 +96,7 @@ def schedule_report(s: Schedule) -> dict[str, Any]:
             for c in target.cores
         },
         "transfers": transfers,
-        "layers": layers,
+        "layers": rows,
     }
 
 

@@ -396,7 +396,7 @@ class Evaluator:
             return Evaluation.failed(str(e).strip().splitlines()[0])
         except Exception as e:  # a bug elsewhere must not stop a long search: recorded per point
             return Evaluation.failed(f"internal error: {type(e).__name__}: {e}")
-        return evaluation_of(schedule_report(s))
+        return evaluation_of(schedule_report(s, layers=False))
 
     # -------------------------------------------------------------- checkpoint-only model
 

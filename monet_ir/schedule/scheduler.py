@@ -39,7 +39,7 @@ class ScheduleError(Exception):
     """An impossible configuration: no core can run an op, DRAM too small, bad allocation."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ScheduledTask:
     task: int
     core: int
@@ -52,7 +52,7 @@ class ScheduledTask:
     dram_bytes: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Transfer:
     tensor: int
     src: int  # core id or DRAM
@@ -343,11 +343,14 @@ class Scheduler:
             # a vector op streams the part of its data that does not fit its memory: the
             # largest tensors, up to the DRAM bytes its cost counts
             budget = cost.dram_bytes
-            for t in sorted(dict.fromkeys((*task.reads, *task.writes)), key=lambda t: -self.g.tensors[t].bytes):
+            if budget <= 0:
+                return
+            sizes = self.bytes_of
+            for t in sorted(dict.fromkeys((*task.reads, *task.writes)), key=lambda t: -sizes[t]):
                 if budget <= 0:
                     break
                 self.streamed.add((task.index, t))
-                budget -= self.g.tensors[t].bytes
+                budget -= sizes[t]
             return
         spilled = self.spilled_roles.get(id(cost))
         if spilled is None:

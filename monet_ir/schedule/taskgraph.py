@@ -17,6 +17,7 @@ Dependencies are data dependencies plus three training-specific orderings:
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -173,6 +174,7 @@ class _Extractor:
         self.facts = cache.ops
         self.tile_plans = cache.tiles
         self.sigs = cache.sigs
+        self.row_index: dict[int, tuple] = {}  # id(parts) -> _row_index(parts); parts lists live in self.parts
         self.size = tensor_bytes if bits is None else (lambda t: tensor_bytes_at(t, bits))
         self.tensors: list[TensorInfo] = []
         self.tasks: list[Task] = []
@@ -222,6 +224,21 @@ class _Extractor:
                                              isinstance(op, nn.ReshapeOp), isinstance(op, nn.ConstantOp),
                                              _roles_of(op))
         return facts
+
+    def overlapping(self, parts: list[_Part], needed) -> list[int]:
+        """The tensors of `parts` a tile reading `needed` rows reads, in order. Row pieces are
+        sorted and disjoint, so a binary search finds them (a stack of 16-tile layers would
+        otherwise test every piece for every tile)."""
+        if needed is None or len(parts) < 4:
+            return [p.tensor for p in parts if _overlaps(p, needed)]
+        index = self.row_index.get(id(parts))
+        if index is None:
+            index = self.row_index[id(parts)] = _row_index(parts)
+        axis, (lo, hi) = needed
+        if index[0] != axis:
+            return [p.tensor for p in parts if _overlaps(p, needed)]
+        _, starts, ends = index
+        return [p.tensor for p in parts[bisect.bisect_right(ends, lo):bisect.bisect_left(starts, hi)]]
 
     def tile_plan(self, op: Operation, axis: int, tiles: int) -> TilePlan:
         from monet_ir.schedule.tiling import operand_rows, tile_bounds, tile_signature, waits_for_all_rows
@@ -345,7 +362,7 @@ class _Extractor:
         for (lo, hi), needed_rows, tile_sig in zip(plan.bounds, plan.needed, plan.sigs, strict=True):
             reads: list[int] = []
             for operand, needed in zip(item.operands, needed_rows, strict=True):
-                reads += [p.tensor for p in self.parts[operand] if _overlaps(p, needed)]
+                reads += self.overlapping(self.parts[operand], needed)
             task = self.new_task(item, tile_sig, reads)
             task.preds.update(p for p in barrier if p is not None)
             writes = []
@@ -374,6 +391,17 @@ LOOP_NEST_ROLES = {
 
 def _roles_of(op: Operation) -> tuple[tuple[str, ...], str] | None:
     return LOOP_NEST_ROLES.get(op.name)
+
+
+def _row_index(parts: list[_Part]) -> tuple[int | None, list[int], list[int]]:
+    """(axis, starts, ends) of row pieces that are sorted and disjoint along one axis; axis None
+    when they are not (a whole value among them, or pieces along different axes)."""
+    if any(p.rows is None or p.axis != parts[0].axis for p in parts):
+        return None, [], []
+    starts = [p.rows[0] for p in parts]
+    ends = [p.rows[1] for p in parts]
+    ordered = all(ends[i] <= starts[i + 1] for i in range(len(parts) - 1)) and all(s < e for s, e in zip(starts, ends))
+    return (parts[0].axis if ordered else None), starts, ends
 
 
 def _overlaps(part: _Part, needed) -> bool:
