@@ -251,14 +251,16 @@ class Scheduler:
         ready_time = [0.0] * len(g.tasks)
         heap = [(0.0, t.index) for t in g.tasks if indegree[t.index] == 0]
         heapq.heapify(heap)
+        tasks, place, pop, push = g.tasks, self.place, heapq.heappop, heapq.heappush
         while heap:
-            _, index = heapq.heappop(heap)
-            done = self.place(g.tasks[index], ready_time[index])
+            _, index = pop(heap)
+            done = place(tasks[index], ready_time[index])
             for s in succ[index]:
-                ready_time[s] = max(ready_time[s], done)
+                if done > ready_time[s]:
+                    ready_time[s] = done
                 indegree[s] -= 1
                 if indegree[s] == 0:
-                    heapq.heappush(heap, (ready_time[s], s))
+                    push(heap, (ready_time[s], s))
         if len(self.scheduled) != len(g.tasks):
             raise ScheduleError("the task graph has a cycle")
         self._check_dram()
@@ -374,8 +376,10 @@ class Scheduler:
         for tid in task.reads:
             root = self.root_of[tid]
             copies = self.copies.get(root, {})
-            if core in copies:
-                arrival = max(arrival, copies[core])
+            here = copies.get(core)
+            if here is not None:
+                if here > arrival:
+                    arrival = here
                 continue
             if not copies or (task.index, tid) in self.streamed:
                 continue
@@ -400,14 +404,20 @@ class Scheduler:
 
     def _bring_inputs(self, task: Task, core: int, ready: float) -> float:
         arrival = 0.0
-        root_of = self.root_of
-        needed = {root_of[t] for t in task.reads}
+        root_of, all_copies = self.root_of, self.copies
+        needed = None
         for tid in task.reads:
             root = root_of[tid]
-            copies = self.copies.setdefault(root, {})
-            if core in copies:
-                arrival = max(arrival, copies[core])
+            copies = all_copies.get(root)
+            if copies is None:
+                copies = all_copies[root] = {}
+            here = copies.get(core)
+            if here is not None:
+                if here > arrival:
+                    arrival = here
                 continue
+            if needed is None:
+                needed = {root_of[t] for t in task.reads}
             if (task.index, tid) in self.streamed:
                 # the op reads it from DRAM itself (its cost counts that traffic)
                 self._ensure_in_dram(root, copies)

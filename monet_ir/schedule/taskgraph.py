@@ -33,7 +33,7 @@ from monet_ir.cost.signature import LoopNestSig, VectorSig
 from monet_ir.types import tensor_bytes
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorInfo:
     """One tensor of the step. `root` is the tensor whose storage it shares (itself if none)."""
 
@@ -47,7 +47,7 @@ class TensorInfo:
     root: int = -1
 
 
-@dataclass
+@dataclass(slots=True)
 class Task:
     """One op: what it computes (sig; None for views), where it comes from, what it touches."""
 
