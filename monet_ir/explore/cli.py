@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 import time
@@ -37,6 +38,14 @@ def _say(text: str) -> None:
 SEARCHES = ("checkpoint", "fusion", "allocation")
 
 
+def local_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
 def parse_search(text: str) -> tuple[bool, bool, bool]:
     """`--search`: (checkpointing, allocation, fusion) genes on or off."""
     names = {name.strip() for name in text.split(",") if name.strip()}
@@ -57,6 +66,8 @@ def run_explore(args: argparse.Namespace) -> None:
         raise UsageError("--population must be at least 2")
     if args.generations < 0:
         raise UsageError("--generations must be non-negative")
+    if args.jobs is None:
+        args.jobs = local_cores()
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     checkpointing, allocation, fusion = parse_search(args.search)

@@ -88,7 +88,8 @@ def add_explore_parsers(sub: Any) -> None:
     explore.add_argument("--population", type=int, default=64)
     explore.add_argument("--generations", type=int, default=50)
     explore.add_argument("--seed", type=int, default=0)
-    explore.add_argument("--jobs", type=int, default=1, help="worker processes evaluating candidates")
+    explore.add_argument("--jobs", type=int, default=None,
+                         help="worker processes evaluating candidates (default: the local cores this process may use)")
     explore.add_argument("--budget", metavar="BYTES",
                          help="memory budget of the chosen point: peak memory (schedule) or saved bytes (checkpoint)")
     explore.add_argument("--exact", action="store_true",
