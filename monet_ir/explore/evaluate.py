@@ -366,7 +366,7 @@ class Evaluator:
             self._graphs.move_to_end(key)
             return g
         g = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
-                    program=self.program(*key), cache=self._extract_cache)
+                    program=self.program(*key), cache=self._extract_cache, prefix_key=key[1:])
         self._graphs[key] = g
         if len(self._graphs) > self._graph_cache:
             self._graphs.popitem(last=False)

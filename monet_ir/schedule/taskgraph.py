@@ -18,6 +18,7 @@ Dependencies are data dependencies plus three training-specific orderings:
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -104,7 +105,7 @@ def ir_program(fn: func.FuncOp) -> Iterator[ProgramOp]:
 def extract(fn: func.FuncOp, bits: int | None = None,
             signatures: Mapping[Operation, LoopNestSig | VectorSig | None] | None = None,
             program: Iterable[ProgramOp] | None = None,
-            cache: ExtractCache | None = None) -> TaskGraph:
+            cache: ExtractCache | None = None, prefix_key: Hashable = None) -> TaskGraph:
     """The task graph of a step; `bits` overrides the width of float tensors (see
     `monet_ir.cost.ir_signatures.signature_of`). An op tiled by `fuse-layers`
     (`monet.tiling`) becomes one task per tile, each producing its rows of the result as a
@@ -113,9 +114,12 @@ def extract(fn: func.FuncOp, bits: int | None = None,
     `program` replaces the function's ops (`ir_program(fn)`, the default); the function still
     gives the arguments and which results are gradients. `cache` keeps what the extractor reads
     from ops, filled as it goes; a caller extracting many programs of the same ops (with the
-    same `bits` and `signatures`) passes the same cache every time."""
+    same `bits` and `signatures`) passes the same cache every time. With a `prefix_key`, the
+    cache also keeps the extraction of the program's leading forward ops under that key, and
+    a later program with the same key starts from it (`monet explore`: candidates with the same
+    fusion differ only from the backward pass on); its ops are checked to be the same."""
     ops = list(ir_program(fn) if program is None else program)
-    return _Extractor(fn, bits, signatures or {}, ExtractCache() if cache is None else cache).run(ops)
+    return _Extractor(fn, bits, signatures or {}, ExtractCache() if cache is None else cache).run(ops, prefix_key)
 
 
 class OpFacts(NamedTuple):
@@ -153,6 +157,23 @@ class ExtractCache:
     tiles: dict[tuple[Operation, int, int], TilePlan] = field(default_factory=dict)
     sigs: dict[Any, Any] = field(default_factory=dict)
     """One object per distinct tile signature: the scheduler prices a signature object once."""
+    prefixes: OrderedDict[Hashable, _Prefix] = field(default_factory=OrderedDict)
+    prefix_limit: int = 16
+
+
+@dataclass
+class _Prefix:
+    """The extractor's state after a program's leading forward ops. Its tasks are shared by
+    every graph extracted from it (nothing changes a task once the ops after it are added, but
+    for the stack pacing, which adds the same dependencies each time); its tensors are copied
+    (later readers append to their consumers)."""
+
+    ops: list[Operation]
+    tilings: list[Any]
+    tasks: list[Task]
+    tensors: list[TensorInfo]
+    parts: dict[Hashable, list[_Part]]
+    stacks: dict[int, list[list[int]]]
 
 
 @dataclass
@@ -171,6 +192,7 @@ class _Extractor:
         self.fn = fn
         self.bits = bits
         self.known = signatures
+        self.cache = cache
         self.facts = cache.ops
         self.tile_plans = cache.tiles
         self.sigs = cache.sigs
@@ -188,14 +210,21 @@ class _Extractor:
         self.tensors.append(TensorInfo(tid, name, nbytes, kind, persistent, producer, root=tid))
         return tid
 
-    def run(self, program: list[ProgramOp]) -> TaskGraph:
-        for info, arg in zip(graph.arg_infos(self.fn), self.fn.body.block.args, strict=True):
-            role = info.role or "input"
-            tid = self.new_tensor(info.name or f"arg{info.index}", self.size(arg.type), role,
-                                  role in ("param", "state"), None)
-            self.parts[arg] = [_Part(tid)]
+    def run(self, program: list[ProgramOp], prefix_key: Hashable = None) -> TaskGraph:
         self.split_hints = self.find_split_hints(program)
-        for position, item in enumerate(program):
+        start = self.restore(program, prefix_key) if prefix_key is not None else 0
+        if start == 0:
+            for info, arg in zip(graph.arg_infos(self.fn), self.fn.body.block.args, strict=True):
+                role = info.role or "input"
+                tid = self.new_tensor(info.name or f"arg{info.index}", self.size(arg.type), role,
+                                      role in ("param", "state"), None)
+                self.parts[arg] = [_Part(tid)]
+        saving = prefix_key is not None and start == 0
+        for position in range(start, len(program)):
+            item = program[position]
+            if saving and item.phase != "forward":
+                self.save(program[:position], prefix_key)
+                saving = False
             self.position = position
             op = item.op
             tiling = item.tiling
@@ -209,6 +238,30 @@ class _Extractor:
         _recompute_when_needed(self.tasks)
         _optimizer_after_backward(self.tasks)
         return TaskGraph(self.tasks, self.tensors)
+
+    def save(self, leading: list[ProgramOp], key: Hashable) -> None:
+        prefixes = self.cache.prefixes
+        prefixes[key] = _Prefix([item.op for item in leading], [item.tiling for item in leading],
+                                list(self.tasks), _copy_tensors(self.tensors),
+                                dict(self.parts), {k: list(v) for k, v in self.stacks.items()})
+        if len(prefixes) > self.cache.prefix_limit:
+            prefixes.popitem(last=False)
+
+    def restore(self, program: list[ProgramOp], key: Hashable) -> int:
+        """Start from the saved prefix of `key` if this program begins with its ops; returns
+        the number of program ops it covers (0: none saved, or another program)."""
+        prefix = self.cache.prefixes.get(key)
+        if prefix is None or len(prefix.ops) > len(program):
+            return 0
+        if any(item.op is not op or item.phase != "forward" or item.tiling != tiling
+               for item, op, tiling in zip(program, prefix.ops, prefix.tilings)):
+            return 0
+        self.cache.prefixes.move_to_end(key)
+        self.tasks = list(prefix.tasks)
+        self.tensors = _copy_tensors(prefix.tensors)
+        self.parts = dict(prefix.parts)
+        self.stacks = {k: list(v) for k, v in prefix.stacks.items()}
+        return len(prefix.ops)
 
     def signature(self, op: Operation):
         if op in self.known:
@@ -391,6 +444,11 @@ LOOP_NEST_ROLES = {
 
 def _roles_of(op: Operation) -> tuple[tuple[str, ...], str] | None:
     return LOOP_NEST_ROLES.get(op.name)
+
+
+def _copy_tensors(tensors: list[TensorInfo]) -> list[TensorInfo]:
+    return [TensorInfo(t.id, t.name, t.bytes, t.kind, t.persistent, t.producer, list(t.consumers), t.root)
+            for t in tensors]
 
 
 def _row_index(parts: list[_Part]) -> tuple[int | None, list[int], list[int]]:
