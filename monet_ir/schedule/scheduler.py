@@ -170,6 +170,7 @@ class Scheduler:
         self.buses = [(set(b.cores), Resource(f"bus {','.join(map(str, b.cores))}", b.bandwidth_bits, b.energy_pj_per_bit))
                       for b in target.interconnect.buses]
         self.costs: list[dict[int, Cost]] = []
+        self.every_core = tuple(range(len(target.cores)))
         self.durations: list[dict[int, float]] = []  # per task, its cycles on each core it may run on
         self.energy_parts: dict[int, tuple[float, float, float]] = {}  # id(cost) -> split_energy(cost)
         self.spilled_roles: dict[int, set[str]] = {}  # id(cost) -> loop-nest roles it streams
@@ -214,7 +215,7 @@ class Scheduler:
             self.durations.append(known[1])
 
     def allowed_cores(self, task: Task) -> tuple[int, ...]:
-        every = tuple(range(len(self.target.cores)))
+        every = self.every_core
         if self.allocation is None:
             return every
         chosen = self.allocation(task)
@@ -585,7 +586,7 @@ class Scheduler:
             victims = [r for r in self.resident[core] if r not in keep]
             if not victims:
                 return  # nothing left to evict: the op's own operands exceed the memory
-            victim = max(victims, key=self._next_use)
+            victim = max(victims, key=self._next_use) if len(victims) > 1 else victims[0]
             copies = self.copies.setdefault(victim, {})
             if DRAM not in copies and self.remaining_uses.get(victim, 0) > 0:
                 at = max(time, copies.get(core, time))
