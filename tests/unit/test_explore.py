@@ -168,12 +168,16 @@ def test_parallel_equals_serial(evaluators, lenet_search):
     assert {g: parallel.objectives(g) for g in parallel.order} == {g: lenet_search.objectives(g) for g in lenet_search.order}
 
 
+def _explore_lenet(out: Path, *options: str) -> int:
+    """Exit code of `monet explore` on LeNet with these options."""
+    with pytest.raises(SystemExit) as exit_:
+        monet_main(["explore", str(DATA / "lenet5_b4.onnx"), "--target", TARGET, "--out", str(out), *options])
+    return exit_.value.code
+
+
 def test_chosen_point_is_reproduced_by_monet_report(tmp_path, evaluators):
     out = tmp_path / "explore"
-    with pytest.raises(SystemExit) as exit_:
-        monet_main(["explore", str(DATA / "lenet5_b4.onnx"), "--target", TARGET, "--out", str(out),
-                    "--population", "8", "--generations", "3", "--seed", "2", "--no-plots"])
-    assert exit_.value.code == 0
+    assert _explore_lenet(out, "--population", "8", "--generations", "3", "--seed", "2", "--no-plots") == 0
     chosen = json.loads((out / "chosen.json").read_text())
     front = json.loads((out / "front.json").read_text())
     point = chosen["point"]
@@ -189,34 +193,25 @@ def test_chosen_point_is_reproduced_by_monet_report(tmp_path, evaluators):
                           allocation=((genes[0].node, genes[0].options[1]), (genes[-1].node, genes[-1].options[-1])))
     mapping = tmp_path / "mapping.yaml"
     write_mapping(candidate, mapping)
-    evaluation = ev.evaluate(candidate)
-    assert not evaluation.error
-    command = report_command(ev.config, candidate, str(tmp_path / "report2"), str(mapping))
-    _check_report(command, {"latency_cycles": evaluation.latency_cycles, "energy_pj": evaluation.energy_pj,
-                            "peak_memory_bytes": evaluation.peak_memory_bytes})
     # and one with fused stacks as well (the evaluator plans the fusion, the report runs the pass)
     fused = Candidate(candidate.recompute, candidate.allocation, tuple(g.spec for g in ev.fusion_genes), 4)
-    evaluation = ev.evaluate(fused)
-    assert not evaluation.error
-    command = report_command(ev.config, fused, str(tmp_path / "report3"), str(mapping))
-    assert "--fusion" in command
-    _check_report(command, {"latency_cycles": evaluation.latency_cycles, "energy_pj": evaluation.energy_pj,
-                            "peak_memory_bytes": evaluation.peak_memory_bytes})
+    for point, out in ((candidate, "report2"), (fused, "report3")):
+        evaluation = ev.evaluate(point)
+        assert not evaluation.error
+        command = report_command(ev.config, point, str(tmp_path / out), str(mapping))
+        assert ("--fusion" in command) == bool(point.fusion)
+        _check_report(command, {"latency_cycles": evaluation.latency_cycles, "energy_pj": evaluation.energy_pj,
+                                "peak_memory_bytes": evaluation.peak_memory_bytes})
 
 
 def test_search_option_chooses_the_genes(tmp_path, capsys):
     out = tmp_path / "layer_by_layer"
-    with pytest.raises(SystemExit) as exit_:
-        monet_main(["explore", str(DATA / "lenet5_b4.onnx"), "--target", TARGET, "--out", str(out),
-                    "--population", "4", "--generations", "1", "--search", "checkpoint,allocation", "--no-plots"])
-    assert exit_.value.code == 0
+    options = ("--population", "4", "--generations", "1", "--no-plots")
+    assert _explore_lenet(out, *options, "--search", "checkpoint,allocation") == 0
     assert "0 fusion stacks" in capsys.readouterr().err
     front = json.loads((out / "front.json").read_text())
     assert front and all("fusion" not in p and "tiles" not in p for p in front)
-    with pytest.raises(SystemExit) as exit_:
-        monet_main(["explore", str(DATA / "lenet5_b4.onnx"), "--target", TARGET, "--out", str(tmp_path / "bad"),
-                    "--search", "checkpoint,tiling"])
-    assert exit_.value.code != 0
+    assert _explore_lenet(tmp_path / "bad", *options, "--search", "checkpoint,tiling") != 0
     err = capsys.readouterr().err
     assert "--search checkpoint,tiling" in err and "not tiling" in err and "Traceback" not in err
 
