@@ -1,6 +1,7 @@
-"""`fuse-layers`: group consecutive forward layers into fused stacks that run tile by tile.
+"""`fuse-layers`: group consecutive layers into fused stacks that run tile by tile.
 
-    fuse-layers{mode=auto|explicit|none tiles=N memory=BYTES target=NAME stacks="first:last","..."}
+    fuse-layers{mode=auto|explicit|none tiles=N memory=BYTES target=NAME backward=true|false
+                stacks="first:last","backward:first:last",...}
 
 Options:
 - `mode` (default `auto`): `auto` grows stacks along producer–consumer chains of fusable
@@ -9,22 +10,31 @@ Options:
   op that cannot be tiled along its axis (global pooling, a flatten, a loss), batch
   normalization with batch statistics starts a new stack (it needs every row of its input
   before any output row), and with a memory size a convolution or product whose weight takes
-  more than a quarter of it is left unfused (each tile would read the whole weight again). `explicit` fuses exactly the `stacks` given; `none` removes fusion.
+  more than a quarter of it is left unfused (each tile would read the whole weight again). With
+  `backward` (the default), the backward pass's ops are grouped the same way, in their program
+  order: element-wise gradients (ReLU, GELU, tanh, dropout, softmax over another axis, the
+  `nn` ops autodiff emits), the gradient of a product's left operand (rows of dy times the whole
+  weight), reshapes and transposes; weight, bias and normalization gradients reduce over the
+  rows: they are not tiled, and a stack steps over them (they read its results whole). `explicit` fuses exactly the `stacks` given; `none` removes fusion.
 - `tiles` (default 0 = from memory): tiles per layer along the stack's axis (output rows of a
   convolution, the sequence of a transformer layer).
 - `memory` (default 0 = the smallest top memory of the target's cores, or 4 tiles without a
   target): with `tiles=0`, the tile count makes the largest layer's per-tile operands fit in half
   of this many bytes.
 - `target`: the accelerator whose memories size the tiles (a built-in name or a quoted path).
+- `backward` (default true): `mode=auto` also fuses backward stacks.
 - `stacks` (with `mode=explicit`): each `"first:last"` names the ONNX nodes of a stack's first and
-  last op; the forward ops between them in program order form the stack.
+  last op; the forward ops between them in program order form the stack. `"backward:first:last"`
+  names a backward stack: from the first backward op of node `first` to the last backward op of
+  node `last` that can be tiled (backward ops carry their forward op's node), leaving out the
+  weight, bias and normalization gradients in between.
 
 Each fused op gets `monet.tiling = #hw.tiling<stack = s, tiles = t, axis = a>`. The scheduler
 then runs it as `t` tiles; a tile reads only the operand rows it needs (with the convolution
 halo), and the tiles of a stack go depth-first so that intermediates stay on chip. The pass is
 training-aware without special cases: a forward value the backward pass reads stays alive until
 that use (and spills to DRAM if it does not fit), so fusion saves only what is not saved for
-backward, unless `activation-checkpoint` recomputes it. Backward ops are not tiled.
+backward, unless `activation-checkpoint` recomputes it. Recompute copies are not tiled.
 """
 
 from __future__ import annotations
@@ -39,7 +49,7 @@ from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from dialects import nn
+from dialects import grad, nn
 from dialects.base import shape_of
 from monet_ir import graph
 
@@ -52,19 +62,20 @@ class FuseLayersPass(ModulePass):
     tiles: int = 0
     memory: int = 0
     target: str = ""
+    backward: bool = True
     stacks: tuple[str, ...] = ()
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        fn = graph.step_function(op)
-        forward = [o for o in graph.compute_ops(fn) if graph.op_phase(o) == "forward"]
-        for o in forward:
+        ops = list(graph.compute_ops(graph.step_function(op)))
+        for o in ops:
             o.attributes.pop("monet.tiling", None)
-        for o, attr in self.plan(forward).items():
+        for o, attr in self.plan(ops).items():
             o.attributes["monet.tiling"] = attr
 
-    def plan(self, forward: list[Operation]) -> dict[Operation, Attribute]:
-        """The `monet.tiling` each forward op gets (ops not named are not fused), without
-        touching the IR (`monet explore` hands the plan to the task-graph extractor)."""
+    def plan(self, ops: list[Operation]) -> dict[Operation, Attribute]:
+        """The `monet.tiling` each op of the step (`ops`, in program order) gets (ops not named
+        are not fused), without touching the IR (`monet explore` hands the plan to the
+        task-graph extractor)."""
         from dialects.hw import TilingAttr
 
         if self.mode == "none":
@@ -72,7 +83,11 @@ class FuseLayersPass(ModulePass):
         if self.tiles < 0 or self.memory < 0:
             raise PassFailedException("fuse-layers: tiles and memory must be non-negative")
         budget = self.memory or self._target_memory()
-        groups = explicit_stacks(forward, self.stacks) if self.mode == "explicit" else auto_stacks(forward, budget)
+        forward, backward = phase_ops(ops)
+        if self.mode == "explicit":
+            groups = explicit_stacks(forward, self.stacks, backward)
+        else:
+            groups = auto_stacks(forward, budget) + (auto_stacks(backward, budget, backward=True) if self.backward else [])
         tiling: dict[Operation, Attribute] = {}
         for number, (axis, ops) in enumerate(groups):
             tiles = self.tiles or tiles_for(ops, axis, budget)
@@ -125,24 +140,42 @@ def joins(op: Operation, axis: int, members: set[Operation]) -> bool:
     return linked
 
 
+def phase_ops(ops: list[Operation]) -> tuple[list[Operation], list[Operation]]:
+    """The forward and the backward ops of a step, each in program order."""
+    forward, backward = [], []
+    for o in ops:
+        phase = graph.op_phase(o)
+        if phase == "forward":
+            forward.append(o)
+        elif phase == "backward":
+            backward.append(o)
+    return forward, backward
+
+
 def weights_fit(op: Operation, memory: int) -> bool:
     """A tiled convolution or product reads its whole weight once per tile: fusing it pays only
     when the weight stays on chip across tiles (a quarter of the memory at most)."""
-    if memory <= 0 or not isinstance(op, nn.ConvOp | nn.MatMulOp | nn.GemmOp):
+    if memory <= 0 or not isinstance(op, nn.ConvOp | nn.MatMulOp | nn.GemmOp | grad.MatMulLhsGradOp):
         return True
     from monet_ir.types import tensor_bytes
 
     return tensor_bytes(op.operands[1].type) <= memory / 4
 
 
-def auto_stacks(forward: list[Operation], memory: int = 0) -> list[tuple[int, list[Operation]]]:
-    from monet_ir.schedule.tiling import fusable
+def auto_stacks(ops: list[Operation], memory: int = 0, backward: bool = False) -> list[tuple[int, list[Operation]]]:
+    """Stacks grown along producer-consumer chains of `ops` (one phase, in program order). In
+    the backward pass, the weight, bias and normalization gradients interleaved with a chain
+    (they cannot be tiled) are stepped over, not a stack's end: they read the stack's results
+    whole."""
+    from monet_ir.schedule.tiling import fusable, tiled_axes
 
     stacks: list[tuple[int, list[Operation]]] = []
     current: list[Operation] = []
     axis: int | None = None
-    for op in forward:
+    for op in ops:
         if isinstance(op, nn.ConstantOp | nn.ReshapeOp) and not current:
+            continue
+        if backward and current and not tiled_axes(op):
             continue
         if current and axis is not None and weights_fit(op, memory) and joins(op, axis, set(current)):
             current.append(op)
@@ -158,24 +191,54 @@ def auto_stacks(forward: list[Operation], memory: int = 0) -> list[tuple[int, li
     return stacks
 
 
-def explicit_stacks(forward: list[Operation], specs: tuple[str, ...]) -> list[tuple[int, list[Operation]]]:
-    from monet_ir.schedule.tiling import fusable
+BACKWARD_PREFIX = "backward:"
+
+
+def explicit_stacks(forward: list[Operation], specs: tuple[str, ...],
+                    backward: list[Operation] | tuple[()] = ()) -> list[tuple[int, list[Operation]]]:
+    from monet_ir.schedule.tiling import fusable, tiled_axes
 
     if not specs:
         raise PassFailedException("fuse-layers{mode=explicit}: give stacks=\"first:last\",...")
-    position = {graph.op_node(o): i for i, o in reversed(list(enumerate(forward)))}
+    first_at = {graph.op_node(o): i for i, o in reversed(list(enumerate(forward)))}
+    backward_first = {graph.op_node(o): i for i, o in reversed(list(enumerate(backward)))}
     stacks = []
     for spec in specs:
-        first, sep, last = spec.partition(":")
-        if not sep or first not in position or last not in position:
-            raise PassFailedException(f"fuse-layers: stack '{spec}': expected \"first:last\" with two forward node names")
-        ops = [o for o in forward[position[first]: position[last] + 1] if not isinstance(o, nn.ConstantOp)]
+        is_backward = spec.startswith(BACKWARD_PREFIX)
+        first, sep, last = spec.removeprefix(BACKWARD_PREFIX).partition(":")
+        ops_in, start = (backward, backward_first) if is_backward else (forward, first_at)
+        begin = start.get(first)
+        end = _backward_end(backward, begin, last) if is_backward and begin is not None else first_at.get(last)
+        if not sep or begin is None or end is None or end < begin:
+            raise PassFailedException(
+                f"fuse-layers: stack '{spec}': expected \"{'backward:' if is_backward else ''}first:last\" with two "
+                f"{'backward' if is_backward else 'forward'} node names, in program order")
+        ops = [o for o in ops_in[begin: end + 1] if not isinstance(o, nn.ConstantOp)]
+        if is_backward:
+            ops = [o for o in ops if tiled_axes(o)]  # the gradients reducing over rows stay whole
+        if not ops:
+            raise PassFailedException(f"fuse-layers: stack '{spec}': only constants between its first and last node")
         axis = preferred_axis(ops[0])
         bad = [graph.op_node(o) for o in ops if axis is None or not fusable(o, axis)]
         if bad:
             raise PassFailedException(f"fuse-layers: stack '{spec}': node '{bad[0]}' cannot be tiled along the stack's axis")
         stacks.append((axis, ops))
     return stacks
+
+
+def _backward_end(backward: list[Operation], begin: int, last: str) -> int | None:
+    """Where a backward stack from `backward[begin]` to node `last` ends: the last op of that node
+    (a node's gradient is several ops) that can be tiled along the first op's axis, so that a
+    stack can end before a node's bias gradient (`grad.unbroadcast`, a reduction)."""
+    from monet_ir.schedule.tiling import fusable
+
+    axis = preferred_axis(backward[begin])
+    end = None
+    for i in range(begin, len(backward)):
+        o = backward[i]
+        if graph.op_node(o) == last and (end is None or (axis is not None and fusable(o, axis))):
+            end = i
+    return end
 
 
 def tiles_for(ops: list[Operation], axis: int, memory: int) -> int:

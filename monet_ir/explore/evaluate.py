@@ -155,10 +155,14 @@ class FusionGene:
     first: str
     last: str
     ops: int
+    phase: str = "forward"  # or backward
 
     @property
     def spec(self) -> str:
-        return f"{self.first}:{self.last}"
+        """The stack as `fuse-layers{mode=explicit}` (and `monet report --fusion`) names it."""
+        from passes.fuse_layers import BACKWARD_PREFIX
+
+        return f"{BACKWARD_PREFIX if self.phase == 'backward' else ''}{self.first}:{self.last}"
 
 
 TILE_CHOICES = (0, 2, 4, 8, 16)  # tiles per fused layer (0 = from the target's memory)
@@ -313,7 +317,7 @@ class Evaluator:
         if plan is None:
             fuse = FuseLayersPass(mode="explicit", tiles=tiles, target=self.config.target, stacks=tuple(fusion))
             fn = ir_graph.step_function(self.module)
-            plan = fuse.plan([op for op in ir_graph.compute_ops(fn) if ir_graph.op_phase(op) == "forward"])
+            plan = fuse.plan(list(ir_graph.compute_ops(fn)))
             self._tilings[key] = plan
             if len(self._tilings) > self._graph_cache:
                 self._tilings.pop(next(iter(self._tilings)))
@@ -487,24 +491,27 @@ def find_allocation_genes(g, target, prices: PriceBook) -> list[AllocationGene]:
 
 def find_fusion_genes(fn, target) -> list[FusionGene]:
     """The stacks `fuse-layers{mode=auto}` forms for this target (sized to the smallest top
-    memory of its MAC cores), kept when `mode=explicit` with "FIRST:LAST" selects the same ops."""
+    memory of its MAC cores), forward then backward, kept when `mode=explicit` with their spec
+    selects the same ops."""
     try:
-        from passes.fuse_layers import auto_stacks, explicit_stacks
+        from passes.fuse_layers import auto_stacks, explicit_stacks, phase_ops
     except ImportError:
         return []
     from xdsl.utils.exceptions import PassFailedException
 
     from monet_ir.schedule.scheduler import top_memory
 
-    forward = [op for op in ir_graph.compute_ops(fn) if ir_graph.op_phase(op) == "forward"]
+    forward, backward = phase_ops(list(ir_graph.compute_ops(fn)))
     memories = [top_memory(c)[1] for c in target.cores if c.kind == "mac_array"]
+    memory = int(min(memories)) if memories else 0
     genes = []
-    for _, ops in auto_stacks(forward, int(min(memories)) if memories else 0):
-        gene = FusionGene(ir_graph.op_node(ops[0]), ir_graph.op_node(ops[-1]), len(ops))
-        try:
-            again = explicit_stacks(forward, (gene.spec,))
-        except PassFailedException:
-            continue
-        if len(again) == 1 and again[0][1] == ops:
-            genes.append(gene)
+    for phase, ops_in in (("forward", forward), ("backward", backward)):
+        for _, ops in auto_stacks(ops_in, memory, backward=phase == "backward"):
+            gene = FusionGene(ir_graph.op_node(ops[0]), ir_graph.op_node(ops[-1]), len(ops), phase)
+            try:
+                again = explicit_stacks(forward, (gene.spec,), backward)
+            except PassFailedException:
+                continue
+            if len(again) == 1 and again[0][1] == ops:
+                genes.append(gene)
     return genes

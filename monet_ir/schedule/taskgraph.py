@@ -174,6 +174,9 @@ class _Prefix:
     tensors: list[TensorInfo]
     parts: dict[Hashable, list[_Part]]
     stacks: dict[int, list[list[int]]]
+    hints: dict[Hashable, tuple[int, int]]
+    """The split hints of the values it holds: a tiled backward op reading a forward value
+    splits it into row pieces, and recomputation can change which value that op reads."""
 
 
 @dataclass
@@ -243,9 +246,13 @@ class _Extractor:
         prefixes = self.cache.prefixes
         prefixes[key] = _Prefix([item.op for item in leading], [item.tiling for item in leading],
                                 list(self.tasks), _copy_tensors(self.tensors),
-                                dict(self.parts), {k: list(v) for k, v in self.stacks.items()})
+                                dict(self.parts), {k: list(v) for k, v in self.stacks.items()},
+                                self.hints_within(self.parts))
         if len(prefixes) > self.cache.prefix_limit:
             prefixes.popitem(last=False)
+
+    def hints_within(self, values: Mapping[Hashable, Any]) -> dict[Hashable, tuple[int, int]]:
+        return {k: v for k, v in self.split_hints.items() if k in values}
 
     def restore(self, program: list[ProgramOp], key: Hashable) -> int:
         """Start from the saved prefix of `key` if this program begins with its ops; returns
@@ -255,6 +262,8 @@ class _Extractor:
             return 0
         if any(item.op is not op or item.phase != "forward" or item.tiling != tiling
                for item, op, tiling in zip(program, prefix.ops, prefix.tilings)):
+            return 0
+        if self.hints_within(prefix.parts) != prefix.hints:
             return 0
         self.cache.prefixes.move_to_end(key)
         self.tasks = list(prefix.tasks)

@@ -8,6 +8,10 @@ sequence of a transformer layer). `operand_rows(op, i, axis, lo, hi)` says which
   neighbouring tiles overlap by the halo);
 - element-wise ops, dropout, normalizations over other axes, matrix products on their rows:
   the same rows (broadcast operands are read whole);
+- in the backward pass, the element-wise gradients (dy and a saved value of the same shape,
+  softmax gradients over another axis) and the gradient of a product's left operand (rows of
+  dy times the whole right operand): the same rows. Weight, bias and normalization gradients
+  reduce over rows and are not tiled;
 - reshape, transpose, concat and split that keep the tiled axis: the same rows on the axis it
   moves to;
 - `None`: the whole operand (a weight, a bias, a broadcast value).
@@ -42,8 +46,12 @@ def tiled_axes(op: Operation) -> tuple[int, ...]:
     rank = len(shape_of(op.results[0].type))
     if isinstance(op, nn.ConvOp | nn.MaxPoolOp | nn.AvgPoolOp):
         return (2,) if rank == 4 else ()
-    if isinstance(op, nn.MatMulOp | nn.GemmOp):
+    if isinstance(op, nn.MatMulOp | nn.GemmOp | grad.MatMulLhsGradOp):
         return (rank - 2,) if rank >= 2 and not bool_of(op.trans_a) else ()
+    if isinstance(op, grad.GradOp) and not isinstance(op, grad.ElementwiseGradOp):
+        # the other gradients reduce over rows (weights, biases, normalization statistics)
+        # or have results of other shapes
+        return ()
     return tuple(range(rank))
 
 
@@ -52,8 +60,10 @@ def fusable(op: Operation, axis: int) -> bool:
         return False
     if isinstance(op, nn.ConvOp | nn.MaxPoolOp | nn.AvgPoolOp | nn.MatMulOp | nn.GemmOp | nn.BatchNormOp):
         return True
-    if isinstance(op, nn.SoftmaxOp | nn.LogSoftmaxOp):
-        return op.axis.value.data % len(shape_of(op.input.type)) != axis
+    if isinstance(op, nn.SoftmaxOp | nn.LogSoftmaxOp | grad.SoftmaxGradOp | grad.LogSoftmaxGradOp):
+        return op.axis.value.data % len(shape_of(op.results[0].type)) != axis
+    if isinstance(op, grad.ElementwiseGradOp | grad.MatMulLhsGradOp):
+        return True
     if isinstance(op, nn.LayerNormOp):
         return axis < op.norm_axis()
     if isinstance(op, nn.ReshapeOp):
@@ -92,7 +102,8 @@ def operand_rows(op: Operation, index: int, axis: int, lo: int, hi: int) -> tupl
         first = lo * strides[0] - pads[0]
         last = (hi - 1) * strides[0] - pads[0] + (kernel - 1) * dilations[0] + 1
         return 2, (max(first, 0), min(last, in_shape[2]))
-    if isinstance(op, nn.MatMulOp | nn.GemmOp):
+    if isinstance(op, nn.MatMulOp | nn.GemmOp | grad.MatMulLhsGradOp):
+        # rows of the left operand (for the gradient of a product's left operand: of dy)
         return (len(in_shape) - 2, (lo, hi)) if index == 0 and len(in_shape) >= 2 else None
     if isinstance(op, nn.BatchNormOp):
         # a tile normalizes its own rows; the statistics over every row make it wait for the
@@ -141,5 +152,3 @@ def tile_signature(sig: LoopNestSig | VectorSig | None, op: Operation, axis: int
                    bytes_read=math.ceil(sig.bytes_read * scale), bytes_written=math.ceil(sig.bytes_written * scale))
 
 
-# backward ops are not tiled (yet): their inputs span whole saved tensors
-NOT_TILED = (grad.GradOp,)

@@ -3,6 +3,7 @@ lower DRAM traffic on ResNet-18."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,42 @@ def test_none_removes_fusion_and_bad_stacks_are_errors():
     assert "monet.tiling" not in str(module)
     with pytest.raises(PassFailedException, match="cannot be tiled"):
         FuseLayersPass(mode="explicit", stacks=("/conv1:/fc",)).apply(Context(), parse_module(CNN))
+
+
+GATED = (REPO / "tests" / "lit" / "passes" / "fuse_layers_backward.mlir").read_text()
+GATED = "\n".join(line for line in GATED.splitlines() if not line.startswith("//"))
+
+
+def gated_step(**options):
+    module = parse_module(GATED)
+    AutodiffPass(loss="sum").apply(Context(), module)
+    if options:
+        FuseLayersPass(**options).apply(Context(), module)
+    return extract(step_function(module))
+
+
+def test_backward_stacks_tile_gradients_by_rows():
+    graph = gated_step(tiles=4)
+    per_op = Counter(t.op_index for t in graph.tasks)
+    backward_tiles = [t for t in graph.tasks if t.phase == "backward" and per_op[t.op_index] > 1]
+    assert {t.op for t in backward_tiles} == {"grad.matmul_lhs", "nn.mul", "grad.tanh", "nn.sum"}
+    assert len(backward_tiles) == 5 * 4
+    # a tile of dx = dy @ w2^T reads its 2 rows of dy (8 x 16 floats whole) and the whole weight
+    lhs = [t for t in backward_tiles if t.op == "grad.matmul_lhs"]
+    for tile in lhs:
+        sizes = sorted(graph.tensors[r].bytes for r in tile.reads)
+        assert sizes == [2 * 16 * 4, 32 * 16 * 4]
+    # the weight gradients reduce over every row: one task reading all four tiles
+    dw1 = next(t for t in graph.tasks if t.op == "grad.matmul_rhs" and t.node == "/fc1")
+    assert len([r for r in dw1.reads if graph.tensors[r].name.startswith("d_h[")]) == 4
+
+
+def test_backward_fusion_keeps_the_arithmetic():
+    plain, fused, forward_only = gated_step(), gated_step(tiles=4), gated_step(tiles=4, backward=False)
+    assert len(fused.tasks) > len(forward_only.tasks) > len(plain.tasks)
+    macs, vector = arithmetic(plain)
+    for graph in (fused, forward_only):
+        assert arithmetic(graph)[0] == macs
+        assert arithmetic(graph)[1] == pytest.approx(vector, rel=1e-9)
+    s = schedule(fused, get_target("edge_npu"))
+    assert len(s.tasks) == len(fused.tasks)
