@@ -210,11 +210,13 @@ def vector_signature(op: Operation, bits: int | None = None) -> VectorSig:
         elements = num_elements(shape_of(op.operands[0].type))
         if isinstance(op, grad.SoftmaxCrossEntropyGradOp | grad.MseLossGradOp):
             elements = num_elements(shape_of(op.operands[1].type))
-    window = 1
+    window, window_shape = 1, ()
     if isinstance(op, nn.PoolOp | grad.PoolGradOp):
-        window = num_elements(ints_of(op.kernel_shape))
+        window_shape = tuple(ints_of(op.kernel_shape))
+        window = num_elements(window_shape)
     elif isinstance(op, nn.GlobalAvgPoolOp):
-        window = num_elements(shape_of(op.input.type)[2:])
+        window_shape = tuple(shape_of(op.input.type)[2:])
+        window = num_elements(window_shape)
     elif isinstance(op, nn.ReduceSumOp | nn.ReduceMeanOp | grad.UnbroadcastOp | grad.ConvBiasGradOp):
         # a reduction does one op per element it reads
         source = op.operands[0]
@@ -224,7 +226,7 @@ def vector_signature(op: Operation, bits: int | None = None) -> VectorSig:
     widths = [bits_of(v.type.get_element_type()) for v in op.operands if is_float_type(v.type)]
     width = bits if bits is not None else max(widths, default=32)
     return VectorSig(kind=kind, elements=elements, ops_per_element=ops, bytes_read=reads, bytes_written=writes,
-                     window=window, bits=width)
+                     window=window, bits=width, window_shape=window_shape)
 
 
 @lru_cache(maxsize=65536)

@@ -141,6 +141,8 @@ class VectorSig:
     bytes_read / bytes_written: memory traffic of the op.
     window: pooling window size (elements read per output), 1 otherwise.
     bits: element width.
+    window_shape: the window's extent per spatial axis (FY, FX) for pooling ops, () otherwise:
+        a pooling array that unrolls FX and FY covers a larger window in several passes.
     """
 
     kind: str
@@ -150,6 +152,7 @@ class VectorSig:
     bytes_written: int = 0
     window: int = 1
     bits: int = 8
+    window_shape: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.elements < 0 or self.bytes_read < 0 or self.bytes_written < 0 or self.ops_per_element < 0:

@@ -6,9 +6,11 @@ the core's top memory (summed when one port serves both, overlapped when reads a
 their own ports), and the slower of the two sets the latency.  Data that does not fit the top
 memory streams from DRAM at the DRAM's bandwidth and energy per bit.
 
-Lanes: all units of a SIMD or pooling array (a pooling array of 3x3x8 units reduces eight 3x3
-windows per cycle); a MAC array that accepts vector kinds uses its widest dimension, since each
-lane needs its own operands.
+Lanes: all units of a SIMD or pooling array; a MAC array that accepts vector kinds uses its
+widest dimension, since each lane needs its own operands. A pooling array whose dataflow unrolls
+the window (FX x FY units, e.g. 3x3x8: eight 3x3 windows per cycle) covers a larger window in
+ceil(height / FY) x ceil(width / FX) passes, with the other units (K) working on other outputs:
+a 7x7 global average pool takes 9 passes on a 3x3 array, as ZigZag maps it, not 49/9.
 """
 
 from __future__ import annotations
@@ -24,6 +26,22 @@ def vector_lanes(core: Core) -> int:
     if core.kind == "mac_array":
         return max((d.size for d in core.array.dims), default=1)
     return max(1, core.array.units)
+
+
+def _window_cycles(sig: VectorSig, core: Core, rate: float) -> int | None:
+    """Compute cycles of a pooling op on a pooling array that unrolls its window (FX, FY in the
+    dataflow), or None when the lane count decides (no window, or an array that does not unroll
+    one)."""
+    if core.kind != "pooling" or not sig.window_shape or not sig.ops:
+        return None
+    unroll = {u.loop_dim.upper(): u.factor for u in core.array.dataflow}
+    fy, fx = unroll.get("FY", 1), unroll.get("FX", 1)
+    if fy * fx <= 1:
+        return None
+    wy, wx = (1, *sig.window_shape)[-2:]  # a 1-D window is one row
+    passes = math.ceil(wy / fy) * math.ceil(wx / fx)
+    outputs_per_pass = max(1, core.array.units // (fy * fx))
+    return math.ceil(sig.elements * sig.ops_per_element * passes / (outputs_per_pass * rate))
 
 
 def _top_memory(core: Core) -> MemoryLevel:
@@ -52,7 +70,11 @@ def vector_cost(sig: VectorSig, core: Core) -> Cost:
     energy_per_op = precision.energy_pj if precision else 0.0
     rate = precision.ops_per_cycle if precision else 1.0
     lanes = vector_lanes(core)
-    compute_cycles = math.ceil(sig.ops / (lanes * rate)) if sig.ops else 0
+    window_cycles = _window_cycles(sig, core, rate)
+    if window_cycles is not None:
+        compute_cycles = window_cycles
+    else:
+        compute_cycles = math.ceil(sig.ops / (lanes * rate)) if sig.ops else 0
     memory = _top_memory(core)
     read_bits = sig.bytes_read * 8
     write_bits = sig.bytes_written * 8

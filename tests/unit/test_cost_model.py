@@ -226,6 +226,20 @@ def test_pooling_core_uses_its_window_lanes():
     assert cost_of(pool, pooling).latency_cycles == pytest.approx(72_000 * 9 / 72)
 
 
+def test_pooling_array_covers_a_window_in_passes():
+    """The 3x3x8 pooling array of tpu_like_quad_core unrolls FX=3, FY=3, K=8: a 3x3 window is one
+    pass (eight outputs per cycle, as the lane count gives), a 7x7 global average pool needs
+    ceil(7/3)^2 = 9 passes (ZigZag's minimum for ResNet-18's 512 channels: 576 cycles), and a 2x2
+    window still takes a whole pass."""
+    pooling = get_target("tpu_like_quad_core").cores[4]
+    small = dict(bytes_read=512, bytes_written=512, bits=8)
+    assert cost_of(VectorSig("pool", 8_000, 1, window=9, window_shape=(3, 3), **small), pooling).latency_cycles == 1000
+    assert cost_of(VectorSig("pool", 512, 1, window=49, window_shape=(7, 7), **small), pooling).latency_cycles == 576
+    assert cost_of(VectorSig("pool", 8_000, 1, window=4, window_shape=(2, 2), **small), pooling).latency_cycles == 1000
+    # without a window shape (or on a core that does not unroll one) the lane count decides
+    assert cost_of(VectorSig("pool", 512, 1, window=49, **small), pooling).latency_cycles == 349
+
+
 # ------------------------------------------------------------------ ZigZag reference points
 
 # latency_total2 (cycles) and energy_total (pJ) from ZigZag 3.9.1 (LOMA, latency-optimal,

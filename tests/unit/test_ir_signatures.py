@@ -39,3 +39,15 @@ def test_gradient_nests_have_the_forward_mac_count():
     assert {s.macs for s in mms} == {6 * 7 * 5}
     relu = [s for s in sigs.values() if isinstance(s, VectorSig)]
     assert relu[0].elements == 2 * 4 * 8 * 8 and relu[0].bytes_read == relu[0].bytes_written == 2 * 4 * 8 * 8 * 4
+
+
+def test_pooling_signatures_carry_their_window_shape():
+    module = parse_module("""
+func.func @pools(%x: tensor<1x8x16x16xf32>, %a: tensor<1x8x7x7xf32>) -> (tensor<1x8x8x8xf32>, tensor<1x8x1x1xf32>) {
+  %p = nn.max_pool %x {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>} : (tensor<1x8x16x16xf32>) -> tensor<1x8x8x8xf32>
+  %g = nn.global_avg_pool %a : (tensor<1x8x7x7xf32>) -> tensor<1x8x1x1xf32>
+  func.return %p, %g : tensor<1x8x8x8xf32>, tensor<1x8x1x1xf32>
+}""")
+    pool, gap = (signature_of(op) for op in list(module.body.block.ops)[0].body.block.ops if op.results)
+    assert (pool.window, pool.window_shape, pool.elements) == (9, (3, 3), 8 * 8 * 8)
+    assert (gap.window, gap.window_shape, gap.elements) == (49, (7, 7), 8)
