@@ -508,13 +508,17 @@ def _order_in_place_updates(tasks: list[Task], tensors: list[TensorInfo]) -> Non
 def _recompute_when_needed(tasks: list[Task]) -> None:
     """A recompute op reads only kept forward values, so data dependencies alone would let it
     run right after the forward pass and keep its result alive as long as storing it would.
-    It runs where it stands in program order instead: after the backward op before it."""
-    last_backward: int | None = None
+    It runs where it stands in program order instead: once the backward op before it has
+    started (its first task; the op itself when not tiled). Not after that op's last tile: in
+    a fused backward stack the later tiles wait, depth-first, for tiles of the stack's later
+    layers, which may read the recomputed value."""
+    last_op: int | None = None
+    first_task: int | None = None
     for task in tasks:
-        if task.phase == "recompute" and last_backward is not None:
-            task.preds.add(last_backward)
-        elif task.phase == "backward":
-            last_backward = task.index
+        if task.phase == "recompute" and first_task is not None:
+            task.preds.add(first_task)
+        elif task.phase == "backward" and task.op_index != last_op:
+            last_op, first_task = task.op_index, task.index
 
 
 def _optimizer_after_backward(tasks: list[Task]) -> None:

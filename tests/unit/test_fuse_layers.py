@@ -154,3 +154,23 @@ def test_backward_fusion_keeps_the_arithmetic():
         assert arithmetic(graph)[1] == pytest.approx(vector, rel=1e-9)
     s = schedule(fused, get_target("edge_npu"))
     assert len(s.tasks) == len(fused.tasks)
+
+
+def test_recompute_inside_a_backward_stack_schedules():
+    """A recompute copy placed between two ops of a backward stack waits for the first tile of
+    the backward op before it, not its last: with the stack's depth-first pacing, waiting for
+    the last tile would close a cycle (that tile waits for later layers' tiles, which read the
+    copy)."""
+    from passes.activation_checkpoint import ActivationCheckpointPass
+
+    module = parse_module(GATED)
+    AutodiffPass(loss="sum").apply(Context(), module)
+    ActivationCheckpointPass(policy="list=/act").apply(Context(), module)
+    FuseLayersPass(tiles=4).apply(Context(), module)
+    graph = extract(step_function(module))
+    copy = next(t for t in graph.tasks if t.phase == "recompute")
+    before = [t for t in graph.tasks[:copy.index] if t.phase == "backward"]
+    first_tile = next(t.index for t in before if t.op_index == before[-1].op_index)
+    assert first_tile in copy.preds and before[-1].index != first_tile
+    s = schedule(graph, get_target("edge_npu"))
+    assert len(s.tasks) == len(graph.tasks)
