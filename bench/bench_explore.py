@@ -17,6 +17,8 @@ absent), after the cost model has priced every op once (`Evaluator` warm-up):
   layer by layer as the target is stated) on `--jobs` worker processes: wall time, evaluations
   and ms per evaluation, and the time a 64 x 50 search of the same mix would take. With
   `--search 64 50` the search itself is the measurement (target: at most 3 min).
+
+Everything runs with the garbage-collection settings of a search (`tuned_collection`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,14 @@ def summary(values: list[float]) -> str:
 
 
 def bench_model(name: str, path: Path, args: argparse.Namespace) -> None:
+    from monet_ir.explore.evaluate import tuned_collection
+
+    # the garbage collection a search runs with (`run_search` sets it up the same way)
+    with tuned_collection():
+        _bench_model(name, path, args)
+
+
+def _bench_model(name: str, path: Path, args: argparse.Namespace) -> None:
     from monet_ir import graph as ir_graph
     from monet_ir.emit.step_report import schedule_report
     from monet_ir.explore import ga

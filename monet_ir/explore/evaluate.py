@@ -42,9 +42,11 @@ pass inserted of the op's latency on the fastest core able to run it) and `saved
 
 from __future__ import annotations
 
+import gc
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -58,6 +60,27 @@ from monet_ir.precision import PRECISION_BITS
 
 class ExploreError(Exception):
     """A problem with the exploration's inputs; str() is one line."""
+
+
+YOUNG_COLLECTION_THRESHOLD = 50_000
+
+
+@contextmanager
+def tuned_collection() -> Iterator[None]:
+    """Garbage collection for a search: each evaluation allocates a task graph and a schedule,
+    tens of thousands of short-lived objects, next to the long-lived step (IR, plans, caches).
+    With Python's default thresholds the full collections it triggers walk that whole heap
+    again and again (a third of an evaluation's time on the small GPT-2). Inside, the objects
+    that exist are frozen out of collection and young objects are collected every 50,000
+    allocations instead of 700; both are restored on exit. Results do not depend on it."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 @dataclass(frozen=True)

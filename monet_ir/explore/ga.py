@@ -34,6 +34,7 @@ workers that each build the step once), so results do not depend on `jobs`.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import sys
@@ -51,6 +52,7 @@ from monet_ir.explore.evaluate import (
     Evaluator,
     FusionGene,
     StepConfig,
+    tuned_collection,
 )
 
 PENALTY = 1e30  # objective value of a candidate that cannot be scheduled
@@ -149,7 +151,10 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(config: StepConfig) -> None:
+    import gc
+
     _WORKER["evaluator"] = Evaluator(config)
+    gc.freeze()  # the worker's step and caches (see tuned_collection), for the worker's life
 
 
 def _evaluate_in_worker(job: tuple[str, Candidate]) -> Any:
@@ -307,6 +312,16 @@ def pareto_front(points: dict[tuple[int, ...], tuple[float, ...]]) -> list[tuple
     return front
 
 
+def _with_tuned_collection(search: Callable[..., SearchResult]) -> Callable[..., SearchResult]:
+    @functools.wraps(search)
+    def run(*args: Any, **kwargs: Any) -> SearchResult:
+        with tuned_collection():
+            return search(*args, **kwargs)
+
+    return run
+
+
+@_with_tuned_collection
 def run_search(
     evaluator: Evaluator,
     objective: str = "schedule",
