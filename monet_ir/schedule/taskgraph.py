@@ -8,11 +8,15 @@ or argument into a `TensorInfo` (bytes, kind, persistence, producer, consumers).
 Dependencies are data dependencies plus three training-specific orderings:
 - an in-place optimizer update of a parameter runs after every other reader of that parameter
   (write-after-read);
-- a recompute op runs after the backward op that precedes it in program order (where
-  `activation-checkpoint` placed it, just before the first backward use), not as soon as its
-  inputs exist;
+- a recompute op runs once the backward op that precedes it in program order has started
+  (where `activation-checkpoint` placed it, just before the first backward use), not as soon as
+  its inputs exist;
 - optimizer steps run after the whole backward pass, as `optimizer.step()` follows
   `loss.backward()` (so every gradient is alive when the optimizer starts).
+
+The extractor reads a *program* (`ProgramOp`s): the function's ops by default, or IR ops with
+other operands and tilings plus planned copies, which is how `monet explore` evaluates a
+candidate without rewriting IR. `ExtractCache` keeps what it reads from ops across programs.
 """
 
 from __future__ import annotations
