@@ -39,7 +39,8 @@ def _window_cycles(sig: VectorSig, core: Core, rate: float) -> int | None:
     if fy * fx <= 1:
         return None
     wy, wx = (1, *sig.window_shape)[-2:]  # a 1-D window is one row
-    passes = math.ceil(wy / fy) * math.ceil(wx / fx)
+    # the array unrolls the last two window axes; a 3-D window's depth slices are more passes
+    passes = math.prod(sig.window_shape[:-2]) * math.ceil(wy / fy) * math.ceil(wx / fx)
     outputs_per_pass = max(1, core.array.units // (fy * fx))
     return math.ceil(sig.elements * sig.ops_per_element * passes / (outputs_per_pass * rate))
 

@@ -240,6 +240,14 @@ def test_pooling_array_covers_a_window_in_passes():
     assert cost_of(VectorSig("pool", 512, 1, window=49, **small), pooling).latency_cycles == 349
 
 
+def test_pooling_array_takes_a_pass_per_depth_slice_of_a_3d_window():
+    pooling = get_target("tpu_like_quad_core").cores[4]
+    small = dict(bytes_read=512, bytes_written=512, bits=8)
+    flat = cost_of(VectorSig("pool", 8_000, 1, window=9, window_shape=(3, 3), **small), pooling)
+    deep = cost_of(VectorSig("pool", 8_000, 1, window=27, window_shape=(3, 3, 3), **small), pooling)
+    assert deep.latency_cycles == 3 * flat.latency_cycles
+
+
 # ------------------------------------------------------------------ ZigZag reference points
 
 # latency_total2 (cycles) and energy_total (pJ) from ZigZag 3.9.1 (LOMA, latency-optimal,
