@@ -36,7 +36,7 @@ class AnnotateCostPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from dialects.hw import CostAttr
         from monet_ir.cost import can_run, cost_of
-        from monet_ir.cost.ir_signatures import signature_of
+        from monet_ir.analysis.ir_signatures import signature_of
         from monet_ir.precision import precision_bits
         from targets import get_target
 

@@ -10,7 +10,7 @@ FLOPs (`flops_by_phase`, `per_op_rows`) come in two classes:
   cost model's loop nest does not describe, the MACs are computed directly.
 - `other`: the arithmetic of every other MONET op, from its cost-model vector signature
   (`VectorSig.ops` = output elements x ops per element x window; see
-  `monet_ir.cost.ir_signatures.OPS_PER_ELEMENT`), rounded to an integer per op. Free views
+  `monet_ir.analysis.ir_signatures.OPS_PER_ELEMENT`), rounded to an integer per op. Free views
   (`nn.reshape`) and `nn.constant` count 0, so do ops of other dialects.
 
 Each op counts in the phase it carries (`forward`, `backward`, `optimizer`, `recompute`);
@@ -44,7 +44,7 @@ from dialects import grad, nn, train
 from dialects.base import PHASES, MonetOp, conv_output_shape, num_elements, shape_of
 from monet_ir import graph
 from monet_ir.analysis.saved import saved_activations, saved_bytes_by_kind
-from monet_ir.cost.ir_signatures import LOOP_NESTS, NoSignature, signature_of
+from monet_ir.analysis.ir_signatures import LOOP_NESTS, NoSignature, signature_of
 from monet_ir.cost.signature import LoopNestSig
 from monet_ir.types import tensor_bytes
 
@@ -129,7 +129,7 @@ def _sizer(bits: int | None):
     `--precision`)."""
     if bits is None:
         return tensor_bytes
-    from monet_ir.cost.ir_signatures import tensor_bytes_at
+    from monet_ir.analysis.ir_signatures import tensor_bytes_at
 
     return lambda t: tensor_bytes_at(t, bits)
 

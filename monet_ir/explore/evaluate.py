@@ -303,7 +303,7 @@ class Evaluator:
         self._extract_cache = ExtractCache()  # what the extractor reads from the base step's ops, kept across candidates
         self._tilings: dict[tuple, dict] = {}  # fusion plans by (stacks, tiles)
         self._base_program: list | None = None  # the base step as `ProgramOp`s
-        from monet_ir.cost.ir_signatures import signature_of
+        from monet_ir.analysis.ir_signatures import signature_of
 
         # the signatures of the base step's ops, reused for their copies in every candidate
         self.base_signatures = {op: signature_of(op, self.bits)
@@ -449,7 +449,7 @@ class Evaluator:
         return best
 
     def op_cycles(self, op) -> float:
-        from monet_ir.cost.ir_signatures import signature_of
+        from monet_ir.analysis.ir_signatures import signature_of
 
         return self.unit_cycles(signature_of(op, self.bits))
 

@@ -33,7 +33,7 @@ from xdsl.ir import Operation, SSAValue
 from dialects import nn, train
 from dialects.base import shape_of
 from monet_ir import graph
-from monet_ir.cost.ir_signatures import signature_of, tensor_bytes_at
+from monet_ir.analysis.ir_signatures import signature_of, tensor_bytes_at
 from monet_ir.cost.signature import LoopNestSig, VectorSig
 from monet_ir.types import tensor_bytes
 
@@ -111,7 +111,7 @@ def extract(fn: func.FuncOp, bits: int | None = None,
             program: Iterable[ProgramOp] | None = None,
             cache: ExtractCache | None = None, prefix_key: Hashable = None) -> TaskGraph:
     """The task graph of a step; `bits` overrides the width of float tensors (see
-    `monet_ir.cost.ir_signatures.signature_of`). An op tiled by `fuse-layers`
+    `monet_ir.analysis.ir_signatures.signature_of`). An op tiled by `fuse-layers`
     (`monet.tiling`) becomes one task per tile, each producing its rows of the result as a
     tensor of its own and reading only the operand rows it needs (`monet_ir.schedule.tiling`).
     `signatures` may give ops' signatures already known (`monet explore` reuses its base step's).

@@ -11,7 +11,7 @@ from xdsl.dialects.builtin import UnitAttr
 from dialects import grad, nn
 from monet_ir import graph, make_context, parse_module, print_module
 from monet_ir.analysis import accounting, saved
-from monet_ir.cost.ir_signatures import signature_of
+from monet_ir.analysis.ir_signatures import signature_of
 from passes.insert_optimizer import InsertOptimizerPass
 
 CNN = """

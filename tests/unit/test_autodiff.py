@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from xdsl.context import Context
 
 from monet_ir import import_onnx, print_module
-from monet_ir.cost.ir_signatures import matmul_conv_flops
+from monet_ir.analysis.ir_signatures import matmul_conv_flops
 from monet_ir.graph import ArgInfo, arg_infos, set_arg_infos, step_function
 from monet_ir.interp.run import load_parameters, run_module
 from onnx_cases import CASES, Case

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from monet_ir import import_onnx, parse_module
-from monet_ir.cost.ir_signatures import matmul_conv_flops, signature_of
+from monet_ir.analysis.ir_signatures import matmul_conv_flops, signature_of
 from monet_ir.cost.signature import LoopNestSig, VectorSig
 
 
