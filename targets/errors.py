@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from monet_ir.errors import MonetError
 
-class TargetError(Exception):
+
+class TargetError(MonetError):
     """A target description could not be loaded.
 
     `problems` holds one line per problem, each ``"<file>: <field.path>: <problem>"``.

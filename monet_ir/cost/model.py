@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
+from monet_ir.errors import MonetError
 from targets.model import Core
 
 from .loopnest import InvalidMapping, search_with_spilling
@@ -17,7 +18,7 @@ from .signature import Cost, LoopNestSig, VectorSig, frozen_mapping
 from .vector import vector_cost
 
 
-class CostError(ValueError):
+class CostError(MonetError, ValueError):
     """An op cannot be priced on a core; the message is one line."""
 
 

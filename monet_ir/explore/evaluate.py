@@ -55,10 +55,11 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from monet_ir import graph as ir_graph
+from monet_ir.errors import MonetError
 from monet_ir.precision import PRECISION_BITS
 
 
-class ExploreError(Exception):
+class ExploreError(MonetError):
     """A problem with the exploration's inputs; str() is one line."""
 
 
@@ -120,7 +121,7 @@ class StepConfig:
 def build_step(config: StepConfig) -> ModuleOp:
     """The training step after `autodiff` and `insert-optimizer`, as `monet report` builds it."""
     from monet_ir.frontend.onnx_import import import_onnx
-    from monet_ir.tools.monet_opt import parse_dims
+    from monet_ir.options import parse_dims
     from passes.autodiff import AutodiffPass
     from passes.insert_optimizer import InsertOptimizerPass
 

@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from monet_ir import graph
+from monet_ir.errors import MonetError
 
 # ONNX versions of the default domain whose semantics the converters implement.
 MIN_OPSET, MAX_OPSET = 7, 22
@@ -43,7 +44,7 @@ KNOWN_DOMAINS = {
 }
 
 
-class OnnxImportError(Exception):
+class OnnxImportError(MonetError):
     """All problems found in one ONNX file; str() gives one line per problem."""
 
     def __init__(self, problems: list[str]):

@@ -62,6 +62,7 @@ from dialects import grad as G
 from dialects import nn as N
 from dialects import train as T
 from dialects.base import bool_of, float_of, int_of, ints_of, str_of
+from monet_ir.errors import MonetError
 from monet_ir.interp import kernels as K
 from monet_ir.types import numpy_dtype_of
 
@@ -72,7 +73,7 @@ Impl = Callable[[Any, Env], Any]
 IMPLS: dict[type[Operation], Impl] = {}
 
 
-class InterpreterError(Exception):
+class InterpreterError(MonetError):
     """An op could not be executed (unsupported op, bad operand, kernel failure)."""
 
 

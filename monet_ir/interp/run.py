@@ -29,11 +29,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, SSAValue
 
 from monet_ir import graph
+from monet_ir.errors import MonetError
 from monet_ir.interp.numpy_impl import RunResult, run_function
 from monet_ir.types import numpy_dtype_of
 
 
-class BindingError(ValueError):
+class BindingError(MonetError, ValueError):
     """A value for the step's arguments is missing or does not fit; str() is one line."""
 
 

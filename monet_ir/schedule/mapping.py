@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from monet_ir.errors import MonetError
 from monet_ir.schedule.taskgraph import Task
 
 # ONNX op types (and ONNX Runtime gradient op types) each of our ops answers to in a mapping
@@ -49,7 +50,7 @@ ONNX_NAMES: dict[str, tuple[str, ...]] = {
 }
 
 
-class MappingError(Exception):
+class MappingError(MonetError):
     """A malformed allocation file; str() is one line naming the file and entry."""
 
 

@@ -29,13 +29,14 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from monet_ir.cost.signature import Cost, LoopNestSig
+from monet_ir.errors import MonetError
 from monet_ir.schedule.taskgraph import Task, TaskGraph, TensorInfo
 from targets import Core, Target
 
 DRAM = -1  # location id of off-chip memory
 
 
-class ScheduleError(Exception):
+class ScheduleError(MonetError):
     """An impossible configuration: no core can run an op, DRAM too small, bad allocation."""
 
 

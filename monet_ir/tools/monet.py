@@ -129,7 +129,7 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
     from monet_ir.schedule.mapping import load_allocation
     from monet_ir.schedule.scheduler import schedule
     from monet_ir.schedule.taskgraph import extract
-    from monet_ir.tools.monet_opt import parse_dims
+    from monet_ir.options import parse_dims
     from passes.autodiff import AutodiffPass
     from passes.insert_optimizer import InsertOptimizerPass
     from targets import get_target

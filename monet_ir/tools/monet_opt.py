@@ -19,7 +19,7 @@ from typing import IO
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from monet_ir.errors import UsageError
+from monet_ir.options import parse_dims
 from monet_ir.registry import all_dialects, all_passes
 
 
@@ -70,16 +70,6 @@ class MonetOptMain(xDSLOptMain):
             frozen=tuple(self.args.freeze),
             source_name=self.args.input_file or "<stdin>",
         )
-
-
-def parse_dims(entries: Sequence[str]) -> dict[str, int]:
-    dims = {}
-    for entry in entries:
-        name, sep, value = entry.partition("=")
-        if not sep or not name or not value.lstrip("-").isdigit() or int(value) <= 0:
-            raise UsageError(f"--dim {entry}: expected NAME=VALUE with a positive integer VALUE")
-        dims[name] = int(value)
-    return dims
 
 
 def main(args: Sequence[str] | None = None) -> None:

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> None:
     from monet_ir.frontend.onnx_import import import_onnx
     from monet_ir.graph import step_function
     from monet_ir.interp.run import load_parameters, run_module
-    from monet_ir.tools.monet_opt import parse_dims
+    from monet_ir.options import parse_dims
 
     names: dict = {}
     is_onnx = args.model.endswith(".onnx")
