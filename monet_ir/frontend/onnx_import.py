@@ -28,6 +28,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from monet_ir import graph
 from monet_ir.errors import MonetError
+from monet_ir.frontend.attrs import attr, attrs_of, node_name
 
 # ONNX versions of the default domain whose semantics the converters implement.
 MIN_OPSET, MAX_OPSET = 7, 22
@@ -531,36 +532,12 @@ class _LazyInitializer:
 # ---------------------------------------------------------------------- helpers
 
 
-def node_name(node: Any) -> str:
-    return node.name or (node.output[0] if node.output else node.op_type)
-
-
 def ssa_name(onnx_name: str) -> str | None:
     """A readable SSA name from an ONNX tensor name (xDSL accepts [A-Za-z0-9_$.-])."""
     cleaned = "".join(c if c.isalnum() or c in "_." else "_" for c in onnx_name).strip("_.")
     if not cleaned or cleaned[0].isdigit():
         return None
     return cleaned[:64]
-
-
-def attr(node: Any, name: str, default: Any = None) -> Any:
-    from onnx import helper
-
-    for a in node.attribute:
-        if a.name == name:
-            value = helper.get_attribute_value(a)
-            return value.decode() if isinstance(value, bytes) else value
-    return default
-
-
-def attrs_of(node: Any) -> dict[str, Any]:
-    from onnx import helper
-
-    out = {}
-    for a in node.attribute:
-        value = helper.get_attribute_value(a)
-        out[a.name] = value.decode() if isinstance(value, bytes) else value
-    return out
 
 
 def constant_value(node: Any) -> Any:

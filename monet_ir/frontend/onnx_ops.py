@@ -21,7 +21,7 @@ from dialects.base import (
     int_attr,
     ints_attr,
 )
-from monet_ir.frontend.onnx_import import attr, node_name
+from monet_ir.frontend.attrs import attr, node_name
 
 
 class Unsupported(Exception):
