@@ -35,7 +35,6 @@ class SchedulePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from dialects.hw import SchedAttr
-        from monet_ir.emit.step_report import schedule_report
 
         target, mapping, precision = resolved_options(op, self.target, self.mapping, self.precision)
         s = run_schedule(op, target, mapping, precision)
@@ -48,14 +47,13 @@ class SchedulePass(ModulePass):
             tiles = by_op.get(position, [])
             # a fused op runs as tiles: one entry per tile
             operation.attributes["monet.schedule"] = tiles[0] if len(tiles) == 1 else ArrayAttr(tiles)
-        summary = schedule_report(s)
         op.attributes["monet.target"] = StringAttr(target)
         if mapping:
             op.attributes["monet.mapping"] = StringAttr(mapping)
         if precision:
             op.attributes["monet.precision"] = StringAttr(precision)
-        op.attributes["monet.latency_cycles"] = FloatAttr(float(summary["latency_cycles"]), f64)
-        op.attributes["monet.energy_pj"] = FloatAttr(float(summary["energy_pj"]), f64)
+        op.attributes["monet.latency_cycles"] = FloatAttr(float(round(s.latency_cycles)), f64)
+        op.attributes["monet.energy_pj"] = FloatAttr(float(sum(s.energy_breakdown_pj().values())), f64)
 
 
 def resolved_options(module: ModuleOp, target: str, mapping: str, precision: str) -> tuple[str, str, str]:

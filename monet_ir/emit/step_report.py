@@ -33,7 +33,6 @@ def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
     callers that need only the totals (`monet explore` scores thousands of schedules)."""
     g, target = s.graph, s.target
     latency = s.latency_cycles
-    compute = onchip = offchip = 0.0
     phase_span: dict[str, list[float]] = {}
     phase_energy: dict[str, float] = defaultdict(float)
     phase_ops: dict[str, int] = defaultdict(int)
@@ -44,9 +43,6 @@ def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
         task = g.tasks[st.task]
         if task.sig is None:
             continue
-        compute += st.compute_pj
-        onchip += st.onchip_pj
-        offchip += st.offchip_pj
         span = phase_span.setdefault(task.phase, [st.start, st.end])
         span[0], span[1] = min(span[0], st.start), max(span[1], st.end)
         phase_energy[task.phase] += st.energy_pj
@@ -58,18 +54,13 @@ def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
                 "name": task.node, "op": task.op, "phase": task.phase, "core": st.core,
                 "start_cycle": round(st.start), "latency_cycles": round(st.end - st.start), "energy_pj": st.energy_pj,
             })
-    interconnect = 0.0
     transfers: dict[str, dict[str, float]] = {}
     for tr in s.transfers:
         entry = transfers.setdefault(tr.reason, {"count": 0, "bytes": 0, "energy_pj": 0.0})
         entry["count"] += 1
         entry["bytes"] += tr.bytes
         entry["energy_pj"] += tr.energy_pj
-        if tr.resource.startswith("dram"):
-            offchip += tr.energy_pj  # includes core-to-core copies routed through DRAM
-        else:
-            interconnect += tr.energy_pj
-    breakdown = {"compute": compute, "onchip_memory": onchip, "offchip_memory": offchip, "interconnect": interconnect}
+    breakdown = s.energy_breakdown_pj()
     dram_traffic = sum(st.dram_bytes for st in s.tasks) + sum(
         tr.bytes for tr in s.transfers if tr.resource.startswith("dram"))
     return {

@@ -99,6 +99,23 @@ class Schedule:
         ends = [t.end for t in self.tasks] + [t.end for t in self.transfers]
         return max(ends, default=0.0)
 
+    def energy_breakdown_pj(self) -> dict[str, float]:
+        """Energy of the step by where it is spent: compute, on-chip memory, off-chip memory
+        (DRAM accesses of ops and transfers routed through DRAM) and the interconnect."""
+        compute = onchip = offchip = interconnect = 0.0
+        for st in self.tasks:
+            if self.graph.tasks[st.task].sig is None:
+                continue
+            compute += st.compute_pj
+            onchip += st.onchip_pj
+            offchip += st.offchip_pj
+        for tr in self.transfers:
+            if tr.resource.startswith("dram"):
+                offchip += tr.energy_pj  # includes core-to-core copies routed through DRAM
+            else:
+                interconnect += tr.energy_pj
+        return {"compute": compute, "onchip_memory": onchip, "offchip_memory": offchip, "interconnect": interconnect}
+
 
 class Resource:
     """A link, bus or DRAM interface: one transfer at a time at `bits_per_cycle`."""
