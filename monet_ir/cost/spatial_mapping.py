@@ -1,0 +1,130 @@
+"""Spatial mapping of a loop nest onto a MAC array (step 2 of `monet_ir.cost.loopnest`).
+
+The core's dataflow, written for the forward nest, is translated by role to the nest at hand;
+each unrolling is clipped to the array and the loop size, made a divisor ("greedy" fractional
+unrolling) and limited by the bandwidth and capacity of the innermost memories, as ZigZag does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from targets.model import Core
+
+from .nest_roles import ROLES, TensorInfo
+from .signature import RELEVANT_DIMS, LoopNestSig
+
+
+def _relevance_pattern(dim: str, infos: dict[str, TensorInfo]) -> tuple[bool, bool, bool]:
+    return tuple(dim not in infos[role].irrelevant for role in ROLES)  # type: ignore[return-value]
+
+
+def _forward_pattern(dim: str) -> tuple[bool, bool, bool]:
+    partial = {"OY", "FY", "OX", "FX"}
+    return (
+        dim in RELEVANT_DIMS["W"],
+        dim in RELEVANT_DIMS["I"] or dim in partial,
+        dim in RELEVANT_DIMS["O"],
+    )
+
+
+def translate_dim(dim: str, sig: LoopNestSig, infos: dict[str, TensorInfo], taken: set[str], factor: int) -> str | None:
+    """The loop dim of `sig` playing the role forward `dim` plays (same relevance to the three
+    memory roles); the one that best fills `factor` units when several qualify."""
+    if sig.output_operand == "O":
+        return dim
+    wanted = _forward_pattern(dim)
+    sizes = sig.dims
+    candidates = [d for d in sizes if d not in taken and _relevance_pattern(d, infos) == wanted and sizes[d] > 1]
+    if not candidates:
+        return None
+
+    def fill(d: str) -> tuple[float, int]:
+        units = min(factor, sizes[d])
+        return (sizes[d] / (math.ceil(sizes[d] / units) * factor), sizes[d])
+
+    return max(candidates, key=fill)
+
+
+@dataclass(frozen=True)
+class Unroll:
+    array_dim: str
+    dim: str
+    frac: float  # units used on average (energy)
+    whole: int  # units used in every step (latency)
+    temporal: int  # remaining temporal iterations of this dim due to the unrolling
+
+
+def _auto_dataflow(sig: LoopNestSig, core: Core) -> list[tuple[str, str, int]]:
+    """A dataflow for cores that give none: per array dim, the unused loop that fills it best."""
+    chosen: list[tuple[str, str, int]] = []
+    taken: set[str] = set()
+    sizes = sig.dims
+    for array_dim in core.array.dims:
+        options = [d for d in ("K", "C", "OX", "OY", "B", "G", "FX", "FY") if d not in taken and sizes[d] > 1]
+        if not options:
+            break
+        best = max(options, key=lambda d: sizes[d] / (math.ceil(sizes[d] / min(sizes[d], array_dim.size)) * array_dim.size))
+        taken.add(best)
+        chosen.append((array_dim.name, best, array_dim.size))
+    return chosen
+
+
+def spatial_mapping(sig: LoopNestSig, core: Core, infos: dict[str, TensorInfo], hierarchies) -> tuple[Unroll, ...]:
+    sizes = sig.dims
+    if core.array.dataflow:
+        raw = [(u.array_dim, u.loop_dim, u.factor) for u in core.array.dataflow]
+    else:
+        raw = _auto_dataflow(sig, core)
+    taken: set[str] = set()
+    limited: list[tuple[str, str, int]] = []
+    for array_dim, dim, factor in raw:
+        mapped = translate_dim(dim, sig, infos, taken, factor)
+        if mapped is None or sizes.get(mapped, 1) <= 1:
+            continue
+        taken.add(mapped)
+        factor = min(factor, core.array.dim_size(array_dim), sizes[mapped])
+        limited.append((array_dim, mapped, factor))
+    limited = _limit_to_inner_memories(limited, infos, hierarchies, sig)
+    # A dim unrolled on several array dims: only the largest unrolling absorbs the remainder.
+    unrolls: list[Unroll] = []
+    done: dict[str, float] = {}
+    for array_dim, dim, factor in limited:
+        others = [f for a, d, f in limited if d == dim]
+        is_main = factor == max(others) and dim not in done
+        before = done.get(dim, 1.0)
+        if is_main:
+            rest = [f for a, d, f in limited if d == dim and a != array_dim]
+            prod_rest = math.prod(rest) if rest else 1
+            temporal = math.ceil(sizes[dim] / (factor * prod_rest))
+            frac = sizes[dim] / temporal / prod_rest
+            unrolls.append(Unroll(array_dim, dim, frac, int(frac), temporal))
+        else:
+            unrolls.append(Unroll(array_dim, dim, float(factor), factor, 1))
+        done[dim] = before * factor
+    return tuple(unrolls)
+
+
+def _limit_to_inner_memories(limited, infos, hierarchies, sig) -> list[tuple[str, str, int]]:
+    """ZigZag caps unrolling by the innermost memories: a memory serving array dims can
+    multicast at most bandwidth/precision distinct elements per cycle, and hold at most
+    capacity/precision of them."""
+    result = [list(entry) for entry in limited]
+    for role, info in infos.items():
+        levels = hierarchies[role]
+        if not levels:
+            continue
+        inner = levels[0]
+        if not inner.served_dims:
+            continue
+        port = inner.port_for(role, "fl" if info.is_output else "tl")
+        bits = info.psum_bits if info.is_output else info.bits
+        for entry in result:
+            if entry[0] in inner.served_dims and entry[1] not in info.irrelevant and port is not None:
+                entry[2] = max(1, min(entry[2], port.bandwidth_bits // bits))
+        relevant = [e for e in result if e[0] in inner.served_dims and e[1] not in info.irrelevant]
+        capacity = inner.size_bits / bits
+        while relevant and math.prod(e[2] for e in relevant) > capacity and any(e[2] > 1 for e in relevant):
+            max(relevant, key=lambda e: e[2])[2] -= 1
+    return [tuple(entry) for entry in result]  # type: ignore[misc]
