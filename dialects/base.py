@@ -286,3 +286,22 @@ def num_elements(shape: Sequence[int]) -> int:
     for d in shape:
         n *= d
     return n
+
+
+FUNCTIONAL = "attr-dict `:` functional-type(operands, results)"
+
+
+def operands_format(*names: str) -> str:
+    """Declarative format `$a, $b (, $c^)? attr-dict : (...) -> (...)`; `c?` marks optional."""
+    parts: list[str] = []
+    for i, name in enumerate(names):
+        sep = "`,` " if i else ""
+        if name.endswith("?"):
+            parts.append(f"({sep}${name[:-1]}^)?")
+        else:
+            parts.append(f"{sep}${name}")
+    return " ".join(parts) + " " + FUNCTIONAL
+
+
+def raise_verify(op: MonetOp, message: str) -> None:
+    expect(False, op, message)

@@ -1,0 +1,290 @@
+"""Data movement ops of the `nn` dialect: views, transposes, concatenation, slicing, gathering, padding, and dropout's masking."""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, TensorType, i1
+from xdsl.irdl import (
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.traits import Pure
+
+from dialects.base import (
+    FUNCTIONAL,
+    MonetOp,
+    broadcast_shapes,
+    elem_of,
+    expect,
+    expect_same_elem,
+    expect_shape,
+    float_of,
+    int_of,
+    ints_of,
+    is_float_type,
+    normalize_axis,
+    num_elements,
+    operands_format,
+    raise_verify,
+    shape_of,
+    str_of,
+)
+
+
+@irdl_op_definition
+class ReshapeOp(MonetOp):
+    """Reshape to the result type, which has the same number of elements. ONNX Reshape, Flatten,
+    Squeeze and Unsqueeze all import as this op.
+
+    `%y = nn.reshape %x : (tensor<1x512x1x1xf32>) -> tensor<1x512xf32>`
+    """
+
+    name = "nn.reshape"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        a, b = shape_of(self.input.type), shape_of(self.result.type)
+        expect(num_elements(a) == num_elements(b), self,
+               f"cannot reshape {list(a)} ({num_elements(a)} elements) to {list(b)} ({num_elements(b)} elements)")
+        expect_same_elem(self, self.input.type, self.result.type)
+
+
+@irdl_op_definition
+class TransposeOp(MonetOp):
+    """Permute axes (ONNX Transpose).
+
+    `%y = nn.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x128x4x64xf32>) -> tensor<1x4x128x64xf32>`
+    """
+
+    name = "nn.transpose"
+    input = operand_def(TensorType)
+    perm = prop_def(DenseArrayBase)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        x = shape_of(self.input.type)
+        perm = ints_of(self.perm)
+        expect(sorted(perm) == list(range(len(x))), self, f"perm {list(perm)} is not a permutation of {len(x)} axes")
+        expect_shape(self, "result", shape_of(self.result.type), tuple(x[p] for p in perm))
+        expect_same_elem(self, self.input.type, self.result.type)
+
+
+@irdl_op_definition
+class ExpandOp(MonetOp):
+    """Broadcast to the result type (ONNX Expand).
+
+    `%y = nn.expand %x : (tensor<1x8xf32>) -> tensor<4x8xf32>`
+    """
+
+    name = "nn.expand"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        a, b = shape_of(self.input.type), shape_of(self.result.type)
+        try:
+            ok = broadcast_shapes(a, b) == b
+        except ValueError:
+            ok = False
+        expect(ok, self, f"{list(a)} does not broadcast to {list(b)}")
+        expect_same_elem(self, self.input.type, self.result.type)
+
+
+@irdl_op_definition
+class ConcatOp(MonetOp):
+    """Concatenate along `axis` (ONNX Concat).
+
+    `%y = nn.concat %a, %b {axis = 1 : i64} : (tensor<1x8xf32>, tensor<1x4xf32>) -> tensor<1x12xf32>`
+    """
+
+    name = "nn.concat"
+    inputs = var_operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$inputs " + FUNCTIONAL
+
+    def verify_semantics(self) -> None:
+        expect(len(self.inputs) >= 1, self, "needs at least one operand")
+        shapes = [shape_of(v.type) for v in self.inputs]
+        rank = len(shapes[0])
+        try:
+            axis = normalize_axis(int_of(self.axis), rank)
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        for s in shapes:
+            expect(len(s) == rank and all(s[i] == shapes[0][i] for i in range(rank) if i != axis), self,
+                   f"operand shapes {[list(s) for s in shapes]} differ outside axis {axis}")
+        want = list(shapes[0])
+        want[axis] = sum(s[axis] for s in shapes)
+        expect_shape(self, "result", shape_of(self.result.type), want)
+        expect_same_elem(self, *(v.type for v in self.inputs), self.result.type)
+
+
+@irdl_op_definition
+class SplitOp(MonetOp):
+    """Split along `axis` into pieces of the result sizes (ONNX Split).
+
+    `%a, %b = nn.split %x {axis = 2 : i64} : (tensor<1x128x768xf32>) -> (tensor<1x128x256xf32>, tensor<1x128x512xf32>)`
+    """
+
+    name = "nn.split"
+    input = operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    outputs = var_result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        x = shape_of(self.input.type)
+        try:
+            axis = normalize_axis(int_of(self.axis), len(x))
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        shapes = [shape_of(r.type) for r in self.outputs]
+        expect(len(shapes) >= 1, self, "needs at least one result")
+        for s in shapes:
+            expect(len(s) == len(x) and all(s[i] == x[i] for i in range(len(x)) if i != axis), self,
+                   f"result shape {list(s)} differs from input {list(x)} outside axis {axis}")
+        expect(sum(s[axis] for s in shapes) == x[axis], self,
+               f"result sizes along axis {axis} do not add up to {x[axis]}")
+
+
+@irdl_op_definition
+class SliceOp(MonetOp):
+    """Strided slice (ONNX Slice) with the starts/ends/axes/steps as properties.
+
+    `%y = nn.slice %x {starts = array<i64: 0>, ends = array<i64: 4>, axes = array<i64: 1>, steps = array<i64: 1>} : (tensor<2x8xf32>) -> tensor<2x4xf32>`
+    """
+
+    name = "nn.slice"
+    input = operand_def(TensorType)
+    starts = prop_def(DenseArrayBase)
+    ends = prop_def(DenseArrayBase)
+    axes = opt_prop_def(DenseArrayBase)
+    steps = opt_prop_def(DenseArrayBase)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input")
+
+    def normalized(self) -> list[tuple[int, int, int, int]]:
+        """(axis, start, end, step) per sliced axis, clamped as ONNX specifies."""
+        x = shape_of(self.input.type)
+        starts, ends = ints_of(self.starts), ints_of(self.ends)
+        axes = ints_of(self.axes, range(len(starts)))
+        steps = ints_of(self.steps, (1,) * len(starts))
+        out = []
+        for a, s, e, st in zip(axes, starts, ends, steps, strict=True):
+            a = normalize_axis(a, len(x))
+            n = x[a]
+            if st == 0:
+                raise ValueError("slice step must not be 0")
+            s = s + n if s < 0 else s
+            e = e + n if e < 0 else e
+            if st > 0:
+                s, e = min(max(s, 0), n), min(max(e, 0), n)
+            else:
+                s, e = min(max(s, 0), n - 1), min(max(e, -1), n - 1)
+            out.append((a, s, e, st))
+        return out
+
+    def verify_semantics(self) -> None:
+        x = list(shape_of(self.input.type))
+        try:
+            for a, s, e, st in self.normalized():
+                x[a] = max(0, -(-(e - s) // st))
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        expect_shape(self, "result", shape_of(self.result.type), x)
+        expect_same_elem(self, self.input.type, self.result.type)
+
+
+@irdl_op_definition
+class GatherOp(MonetOp):
+    """Gather slices of `data` along `axis` at integer `indices` (ONNX Gather), e.g. an embedding.
+
+    `%e = nn.gather %wte, %ids {axis = 0 : i64} : (tensor<8192x256xf32>, tensor<1x128xi64>) -> tensor<1x128x256xf32>`
+    """
+
+    name = "nn.gather"
+    data = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    axis = opt_prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("data", "indices")
+
+    def verify_semantics(self) -> None:
+        d, idx = shape_of(self.data.type), shape_of(self.indices.type)
+        try:
+            axis = normalize_axis(int_of(self.axis), len(d))
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        expect(not is_float_type(self.indices.type), self, "indices must be integers")
+        expect_shape(self, "result", shape_of(self.result.type), (*d[:axis], *idx, *d[axis + 1 :]))
+        expect_same_elem(self, self.data.type, self.result.type)
+
+
+@irdl_op_definition
+class PadOp(MonetOp):
+    """Pad (ONNX Pad) with `pads` in begin..end order over all axes.
+
+    `%y = nn.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, mode = "constant", value = 0.0 : f64} : (tensor<1x3x4x4xf32>) -> tensor<1x3x6x6xf32>`
+    """
+
+    name = "nn.pad"
+    input = operand_def(TensorType)
+    pads = prop_def(DenseArrayBase)
+    mode = opt_prop_def(StringAttr)
+    value = opt_prop_def(FloatAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        x = shape_of(self.input.type)
+        pads = ints_of(self.pads)
+        expect(len(pads) == 2 * len(x), self, f"pads needs {2 * len(x)} entries")
+        expect(str_of(self.mode, "constant") in ("constant", "reflect", "edge", "wrap"), self,
+               "mode must be constant, reflect, edge or wrap")
+        want = tuple(d + pads[i] + pads[len(x) + i] for i, d in enumerate(x))
+        expect_shape(self, "result", shape_of(self.result.type), want)
+
+
+@irdl_op_definition
+class DropoutOp(MonetOp):
+    """Dropout in training mode (ONNX Dropout): y = x * mask / (1 - ratio), mask ~ Bernoulli.
+
+    `%y, %mask = nn.dropout %x {ratio = 0.1 : f64, seed = 0 : i64} : (tensor<1x128x256xf32>) -> (tensor<1x128x256xf32>, tensor<1x128x256xi1>)`
+    """
+
+    name = "nn.dropout"
+    input = operand_def(TensorType)
+    ratio = opt_prop_def(FloatAttr)
+    seed = opt_prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    mask = result_def(TensorType)
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        x = shape_of(self.input.type)
+        expect_shape(self, "result", shape_of(self.result.type), x)
+        expect_shape(self, "mask", shape_of(self.mask.type), x)
+        expect(elem_of(self.mask.type) == i1, self, "mask must be a tensor of i1")
+        expect(0.0 <= float_of(self.ratio, 0.5) < 1.0, self, "ratio must be in [0, 1)")

@@ -1,0 +1,332 @@
+"""Element-wise ops of the `nn` dialect: activations, arithmetic with broadcasting, `where`, `sum`, `cast`."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr, TensorType, i1
+from xdsl.irdl import (
+    AnyAttr,
+    VarConstraint,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import Pure
+
+from dialects.base import (
+    FUNCTIONAL,
+    MonetOp,
+    broadcast_shapes,
+    elem_of,
+    expect,
+    expect_float,
+    expect_same_elem,
+    expect_shape,
+    int_of,
+    normalize_axis,
+    operands_format,
+    raise_verify,
+    shape_of,
+    str_of,
+)
+
+
+class UnaryOp(MonetOp):
+    """An element-wise op whose result has the operand's type."""
+
+    T: ClassVar = VarConstraint("T", AnyAttr())
+    input = operand_def(T)
+    result = result_def(T)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input)"
+    FLOAT_ONLY: ClassVar[bool] = True
+
+    def verify_semantics(self) -> None:
+        if self.FLOAT_ONLY:
+            expect_float(self, "operand", self.input.type)
+
+
+@irdl_op_definition
+class ReluOp(UnaryOp):
+    """max(x, 0). `%y = nn.relu %x : tensor<4x8xf32>`"""
+
+    name = "nn.relu"
+
+
+@irdl_op_definition
+class LeakyReluOp(UnaryOp):
+    """x if x > 0 else alpha * x. `%y = nn.leaky_relu %x {alpha = 0.01 : f64} : tensor<8xf32>`"""
+
+    name = "nn.leaky_relu"
+    alpha = opt_prop_def(FloatAttr)
+
+
+@irdl_op_definition
+class ClipOp(UnaryOp):
+    """Clamp to [min, max] (either bound optional). `%y = nn.clip %x {min = 0.0 : f64, max = 6.0 : f64} : tensor<8xf32>`"""
+
+    name = "nn.clip"
+    min = opt_prop_def(FloatAttr)
+    max = opt_prop_def(FloatAttr)
+
+
+@irdl_op_definition
+class SigmoidOp(UnaryOp):
+    """1 / (1 + exp(-x)). `%y = nn.sigmoid %x : tensor<8xf32>`"""
+
+    name = "nn.sigmoid"
+
+
+@irdl_op_definition
+class HardSigmoidOp(UnaryOp):
+    """max(0, min(1, alpha * x + beta)). `%y = nn.hard_sigmoid %x {alpha = 0.2 : f64, beta = 0.5 : f64} : tensor<8xf32>`"""
+
+    name = "nn.hard_sigmoid"
+    alpha = opt_prop_def(FloatAttr)
+    beta = opt_prop_def(FloatAttr)
+
+
+@irdl_op_definition
+class HardSwishOp(UnaryOp):
+    """x * hard_sigmoid(x; 1/6, 1/2). `%y = nn.hard_swish %x : tensor<8xf32>`"""
+
+    name = "nn.hard_swish"
+
+
+@irdl_op_definition
+class TanhOp(UnaryOp):
+    """`%y = nn.tanh %x : tensor<8xf32>`"""
+
+    name = "nn.tanh"
+
+
+@irdl_op_definition
+class ErfOp(UnaryOp):
+    """The Gauss error function. `%y = nn.erf %x : tensor<8xf32>`"""
+
+    name = "nn.erf"
+
+
+@irdl_op_definition
+class GeluOp(UnaryOp):
+    """GELU, exact or tanh-approximated. `%y = nn.gelu %x {approximate = "tanh"} : tensor<8xf32>`"""
+
+    name = "nn.gelu"
+    approximate = opt_prop_def(StringAttr)
+
+    def verify_semantics(self) -> None:
+        super().verify_semantics()
+        expect(str_of(self.approximate, "none") in ("none", "tanh"), self,
+               "approximate must be 'none' or 'tanh'")
+
+
+@irdl_op_definition
+class SqrtOp(UnaryOp):
+    """`%y = nn.sqrt %x : tensor<8xf32>`"""
+
+    name = "nn.sqrt"
+
+
+@irdl_op_definition
+class NegOp(UnaryOp):
+    """`%y = nn.neg %x : tensor<8xf32>`"""
+
+    name = "nn.neg"
+    FLOAT_ONLY: ClassVar[bool] = False
+
+
+@irdl_op_definition
+class ExpOp(UnaryOp):
+    """`%y = nn.exp %x : tensor<8xf32>`"""
+
+    name = "nn.exp"
+
+
+@irdl_op_definition
+class LogOp(UnaryOp):
+    """Natural logarithm. `%y = nn.log %x : tensor<8xf32>`"""
+
+    name = "nn.log"
+
+
+@irdl_op_definition
+class NotOp(UnaryOp):
+    """Logical not of a boolean tensor. `%y = nn.not %m : tensor<8xi1>`"""
+
+    name = "nn.not"
+    FLOAT_ONLY: ClassVar[bool] = False
+
+    def verify_semantics(self) -> None:
+        expect(elem_of(self.input.type) == i1, self, "operand must be a tensor of i1")
+
+
+class AxisUnaryOp(UnaryOp):
+    axis = prop_def(IntegerAttr)
+
+    def verify_semantics(self) -> None:
+        super().verify_semantics()
+        rank = len(shape_of(self.input.type))
+        try:
+            normalize_axis(int_of(self.axis), rank)
+        except ValueError as e:
+            raise_verify(self, str(e))
+
+
+@irdl_op_definition
+class SoftmaxOp(AxisUnaryOp):
+    """Softmax along one axis. `%y = nn.softmax %x {axis = -1 : i64} : tensor<2x4x8x8xf32>`"""
+
+    name = "nn.softmax"
+
+
+@irdl_op_definition
+class LogSoftmaxOp(AxisUnaryOp):
+    """Log-softmax along one axis. `%y = nn.log_softmax %x {axis = 1 : i64} : tensor<4x10xf32>`"""
+
+    name = "nn.log_softmax"
+
+
+class BinaryOp(MonetOp):
+    """An element-wise op with ONNX (numpy) multidirectional broadcasting."""
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("lhs", "rhs")
+    RESULT_IS_BOOL: ClassVar[bool] = False
+
+    def verify_semantics(self) -> None:
+        expect_same_elem(self, self.lhs.type, self.rhs.type)
+        try:
+            want = broadcast_shapes(shape_of(self.lhs.type), shape_of(self.rhs.type))
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        expect_shape(self, "result", shape_of(self.result.type), want)
+        want_elem = i1 if self.RESULT_IS_BOOL else elem_of(self.lhs.type)
+        expect(elem_of(self.result.type) == want_elem, self,
+               f"result element type must be {want_elem}")
+
+
+@irdl_op_definition
+class AddOp(BinaryOp):
+    """`%z = nn.add %x, %y : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>`"""
+
+    name = "nn.add"
+
+
+@irdl_op_definition
+class SubOp(BinaryOp):
+    """`%z = nn.sub %x, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>`"""
+
+    name = "nn.sub"
+
+
+@irdl_op_definition
+class MulOp(BinaryOp):
+    """`%z = nn.mul %x, %s : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>`"""
+
+    name = "nn.mul"
+
+
+@irdl_op_definition
+class DivOp(BinaryOp):
+    """`%z = nn.div %x, %y : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>`"""
+
+    name = "nn.div"
+
+
+@irdl_op_definition
+class PowOp(BinaryOp):
+    """x ** y. `%z = nn.pow %x, %e : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>`"""
+
+    name = "nn.pow"
+
+
+@irdl_op_definition
+class EqualOp(BinaryOp):
+    """`%m = nn.equal %a, %b : (tensor<8xi64>, tensor<8xi64>) -> tensor<8xi1>`"""
+
+    name = "nn.equal"
+    RESULT_IS_BOOL: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class AndOp(BinaryOp):
+    """Logical and. `%m = nn.and %a, %b : (tensor<8xi1>, tensor<8xi1>) -> tensor<8xi1>`"""
+
+    name = "nn.and"
+    RESULT_IS_BOOL: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class WhereOp(MonetOp):
+    """Select by a boolean condition, with broadcasting.
+
+    `%z = nn.where %m, %a, %b : (tensor<8x8xi1>, tensor<f32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>`
+    """
+
+    name = "nn.where"
+    condition = operand_def(TensorType)
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("condition", "lhs", "rhs")
+
+    def verify_semantics(self) -> None:
+        expect(elem_of(self.condition.type) == i1, self, "condition must be a tensor of i1")
+        expect_same_elem(self, self.lhs.type, self.rhs.type, self.result.type)
+        try:
+            want = broadcast_shapes(*(shape_of(v.type) for v in (self.condition, self.lhs, self.rhs)))
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        expect_shape(self, "result", shape_of(self.result.type), want)
+
+
+@irdl_op_definition
+class SumOp(MonetOp):
+    """Element-wise sum of any number of tensors, with broadcasting.
+
+    `%s = nn.sum %a, %b, %c : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>`
+    """
+
+    name = "nn.sum"
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$inputs " + FUNCTIONAL
+
+    def verify_semantics(self) -> None:
+        expect(len(self.inputs) >= 1, self, "needs at least one operand")
+        expect_same_elem(self, *(v.type for v in self.inputs), self.result.type)
+        try:
+            want = broadcast_shapes(*(shape_of(v.type) for v in self.inputs))
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        expect_shape(self, "result", shape_of(self.result.type), want)
+
+
+@irdl_op_definition
+class CastOp(MonetOp):
+    """Element type conversion; the result type names the target type.
+
+    `%y = nn.cast %m : (tensor<8x8xi1>) -> tensor<8x8xf32>`
+    """
+
+    name = "nn.cast"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        expect_shape(self, "result", shape_of(self.result.type), shape_of(self.input.type))

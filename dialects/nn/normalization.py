@@ -1,0 +1,97 @@
+"""Normalization ops of the `nn` dialect: batch and layer normalization."""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import BoolAttr, FloatAttr, IntegerAttr, TensorType
+from xdsl.irdl import irdl_op_definition, operand_def, opt_operand_def, opt_prop_def, result_def, traits_def
+from xdsl.traits import Pure
+
+from dialects.base import (
+    MonetOp,
+    broadcast_shapes,
+    expect,
+    expect_float,
+    expect_shape,
+    int_of,
+    normalize_axis,
+    operands_format,
+    raise_verify,
+    shape_of,
+)
+
+
+@irdl_op_definition
+class BatchNormOp(MonetOp):
+    """Batch normalization over all axes but 1 (ONNX BatchNormalization).
+
+    With `training = true` it normalizes with the batch statistics (training_mode=1); the update
+    of the running statistics is not modelled as a value (it does not feed the loss).
+
+    ```mlir
+    %y = nn.batch_norm %x, %g, %b, %m, %v {epsilon = 1.0e-05 : f64, training = true}
+        : (tensor<1x64x56x56xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<1x64x56x56xf32>
+    ```
+    """
+
+    name = "nn.batch_norm"
+    input = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    bias = operand_def(TensorType)
+    mean = operand_def(TensorType)
+    var = operand_def(TensorType)
+    epsilon = opt_prop_def(FloatAttr)
+    momentum = opt_prop_def(FloatAttr)
+    training = opt_prop_def(BoolAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input", "scale", "bias", "mean", "var")
+
+    def verify_semantics(self) -> None:
+        x = shape_of(self.input.type)
+        expect(len(x) >= 2, self, "input must have rank >= 2")
+        for what, v in (("scale", self.scale), ("bias", self.bias), ("mean", self.mean), ("var", self.var)):
+            expect_shape(self, what, shape_of(v.type), (x[1],))
+        expect_shape(self, "result", shape_of(self.result.type), x)
+        expect_float(self, "input", self.input.type)
+
+
+@irdl_op_definition
+class LayerNormOp(MonetOp):
+    """Layer normalization over axes [axis, rank) (ONNX LayerNormalization).
+
+    ```mlir
+    %y = nn.layer_norm %x, %g, %b {axis = -1 : i64, epsilon = 1.0e-05 : f64}
+        : (tensor<1x128x256xf32>, tensor<256xf32>, tensor<256xf32>) -> tensor<1x128x256xf32>
+    ```
+    """
+
+    name = "nn.layer_norm"
+    input = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    axis = opt_prop_def(IntegerAttr)
+    epsilon = opt_prop_def(FloatAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input", "scale", "bias?")
+
+    def norm_axis(self) -> int:
+        return normalize_axis(int_of(self.axis, -1), len(shape_of(self.input.type)))
+
+    def verify_semantics(self) -> None:
+        x = shape_of(self.input.type)
+        try:
+            axis = self.norm_axis()
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        normalized = x[axis:]
+        for what, v in (("scale", self.scale), ("bias", self.bias)):
+            if v is not None:
+                try:
+                    ok = broadcast_shapes(shape_of(v.type), normalized) == tuple(normalized)
+                except ValueError:
+                    ok = False
+                expect(ok, self, f"{what} shape {list(shape_of(v.type))} does not broadcast to {list(normalized)}")
+        expect_shape(self, "result", shape_of(self.result.type), x)
+        expect_float(self, "input", self.input.type)

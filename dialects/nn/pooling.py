@@ -1,0 +1,139 @@
+"""Pooling and reduction ops of the `nn` dialect: max, average and global average pooling, `reduce_sum`, `reduce_mean`."""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, TensorType
+from xdsl.irdl import irdl_op_definition, operand_def, opt_prop_def, prop_def, result_def, traits_def
+from xdsl.traits import Pure
+
+from dialects.base import (
+    MonetOp,
+    bool_of,
+    expect,
+    expect_shape,
+    ints_of,
+    normalize_axis,
+    operands_format,
+    pool_output_shape,
+    raise_verify,
+    reduce_shape,
+    shape_of,
+)
+
+
+class PoolOp(MonetOp):
+    input = operand_def(TensorType)
+    kernel_shape = prop_def(DenseArrayBase)
+    strides = opt_prop_def(DenseArrayBase)
+    pads = opt_prop_def(DenseArrayBase)
+    dilations = opt_prop_def(DenseArrayBase)
+    ceil_mode = opt_prop_def(BoolAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input")
+
+    def window(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], bool]:
+        """(kernel, strides, pads, dilations, ceil_mode) with ONNX defaults."""
+        kernel = ints_of(self.kernel_shape)
+        n = len(kernel)
+        return (
+            kernel,
+            ints_of(self.strides, (1,) * n),
+            ints_of(self.pads, (0,) * (2 * n)),
+            ints_of(self.dilations, (1,) * n),
+            bool_of(self.ceil_mode),
+        )
+
+    def verify_semantics(self) -> None:
+        x = shape_of(self.input.type)
+        kernel, strides, pads, dilations, ceil_mode = self.window()
+        expect(len(x) == len(kernel) + 2, self, f"kernel_shape needs {len(x) - 2} entries")
+        expect(len(strides) == len(kernel) and len(dilations) == len(kernel)
+               and len(pads) == 2 * len(kernel), self, "strides/pads/dilations do not match kernel_shape")
+        expect_shape(self, "result", shape_of(self.result.type),
+                     pool_output_shape(x, kernel, strides, pads, dilations, ceil_mode))
+
+
+@irdl_op_definition
+class MaxPoolOp(PoolOp):
+    """Max pooling (ONNX MaxPool, first output).
+
+    `%y = nn.max_pool %x {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x112x112xf32>) -> tensor<1x64x56x56xf32>`
+    """
+
+    name = "nn.max_pool"
+
+
+@irdl_op_definition
+class AvgPoolOp(PoolOp):
+    """Average pooling (ONNX AveragePool).
+
+    `%y = nn.avg_pool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x8x8x8xf32>) -> tensor<1x8x4x4xf32>`
+    """
+
+    name = "nn.avg_pool"
+    count_include_pad = opt_prop_def(BoolAttr)
+
+
+@irdl_op_definition
+class GlobalAvgPoolOp(MonetOp):
+    """Mean over all spatial axes, kept as size 1 (ONNX GlobalAveragePool).
+
+    `%y = nn.global_avg_pool %x : (tensor<1x512x7x7xf32>) -> tensor<1x512x1x1xf32>`
+    """
+
+    name = "nn.global_avg_pool"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        x = shape_of(self.input.type)
+        expect(len(x) >= 3, self, "input must have rank >= 3")
+        expect_shape(self, "result", shape_of(self.result.type), (x[0], x[1]) + (1,) * (len(x) - 2))
+
+
+# ----------------------------------------------------------------------------- reductions
+
+
+class ReduceOp(MonetOp):
+    input = operand_def(TensorType)
+    axes = opt_prop_def(DenseArrayBase)
+    keepdims = opt_prop_def(BoolAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input")
+
+    def reduced_axes(self) -> tuple[int, ...]:
+        rank = len(shape_of(self.input.type))
+        axes = ints_of(self.axes)
+        return tuple(sorted({normalize_axis(a, rank) for a in axes})) if axes else tuple(range(rank))
+
+    def verify_semantics(self) -> None:
+        try:
+            want = reduce_shape(shape_of(self.input.type), ints_of(self.axes), bool_of(self.keepdims, True))
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        expect_shape(self, "result", shape_of(self.result.type), want)
+
+
+@irdl_op_definition
+class ReduceSumOp(ReduceOp):
+    """Sum over `axes` (all when absent); keepdims defaults to true as in ONNX.
+
+    `%s = nn.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : (tensor<4x8xf32>) -> tensor<8xf32>`
+    """
+
+    name = "nn.reduce_sum"
+
+
+@irdl_op_definition
+class ReduceMeanOp(ReduceOp):
+    """Mean over `axes` (all when absent).
+
+    `%m = nn.reduce_mean %x {axes = array<i64: -1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>`
+    """
+
+    name = "nn.reduce_mean"
