@@ -625,6 +625,10 @@ class SoftmaxCrossEntropyGradOp(GradOp):
     (ONNX Runtime's SoftmaxCrossEntropyLossGrad).
 
     `%ds = grad.softmax_cross_entropy %dl, %logp, %labels {reduction = "mean"} : (tensor<f32>, tensor<4x10xf32>, tensor<4xi64>) -> tensor<4x10xf32>`
+
+    The classes lie on axis 1 (ONNX's layout, labels `(N, *d)`) unless `class_axis` names
+    another axis; ONNX Runtime training graphs of language models put them last
+    (`class_axis = 2` for `(B, T, V)` log-probabilities and `(B, T)` labels).
     """
 
     name = "grad.softmax_cross_entropy"
@@ -634,14 +638,21 @@ class SoftmaxCrossEntropyGradOp(GradOp):
     weights = opt_operand_def(TensorType)
     reduction = opt_prop_def(StringAttr)
     ignore_index = opt_prop_def(IntegerAttr)
+    class_axis = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = operands_format("grad", "log_prob", "labels", "weights?")
 
+    @property
+    def class_axis_value(self) -> int:
+        return 1 if self.class_axis is None else self.class_axis.value.data
+
     def verify_semantics(self) -> None:
         s = shape_of(self.log_prob.type)
+        axis = self.class_axis_value
+        expect(1 <= axis < len(s), self, f"class_axis {axis} is not an axis after the batch axis of log_prob")
         expect_shape(self, "result", shape_of(self.result.type), s)
-        expect_shape(self, "labels", shape_of(self.labels.type), (s[0], *s[2:]))
+        expect_shape(self, "labels", shape_of(self.labels.type), (*s[:axis], *s[axis + 1:]))
         reduction = str_of(self.reduction, "mean")
         expect(reduction in ("mean", "sum", "none"), self, "reduction must be mean, sum or none")
 

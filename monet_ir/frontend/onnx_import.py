@@ -12,6 +12,7 @@ each: `<file>: node '<name>' (<domain>::<op_type>): <problem>`.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -312,10 +313,14 @@ class OnnxImporter:
             if t is None:
                 self.problem(None, f"initializer '{init.name}' has an unsupported element type")
                 continue
-            if self.ort or not _is_parameter(init):
+            if not _is_parameter(init) or (self.ort and math.prod(init.dims) == 1):
+                # ORT passes the optimizer's hyper-parameters (lr, betas) as 1-element initializers
                 self.values[init.name] = Tensor(t, const=_LazyInitializer(init))
                 continue
-            args.append((init.name, "param", t, init.name in trainable))
+            # an ORT graph names its trainable parameters by their optimizer state (graph
+            # inputs); a float initializer there is a frozen weight (an embedding table, a LoRA
+            # base weight), whose values the cost model never needs
+            args.append((init.name, "param", t, init.name in trainable and not self.ort))
 
         self.block = Block(arg_types=[a[2] for a in args])
         self.arg_attr_list = []
@@ -336,14 +341,19 @@ class OnnxImporter:
 
     def _convert_nodes(self) -> None:
         from monet_ir.frontend import ort_training
-        from monet_ir.frontend.onnx_ops import CONVERTERS, Unsupported
+        from monet_ir.frontend.onnx_ops import CONVERTERS, InputFailed, Unsupported
 
         nodes = list(self.graph.node)
         if self.ort:
             nodes = ort_training.collapse_decomposed_adam(self, nodes)
         for node in nodes:
             if isinstance(node, ort_training.FusedNode):
-                node.emit(self)
+                try:
+                    node.emit(self)
+                except InputFailed:
+                    pass  # the node that failed first has reported why
+                except Unsupported as e:
+                    self.problem(node.nodes[-1], str(e))
                 continue
             key = (node.domain if node.domain not in ("", "ai.onnx") else "", node.op_type)
             try:
@@ -355,6 +365,8 @@ class OnnxImporter:
                     self._poison(node)
                     continue
                 converter(self, node)
+            except InputFailed:
+                self._poison(node)  # the node that failed first has reported why
             except Unsupported as e:
                 self.problem(node, str(e))
                 self._poison(node)
@@ -443,7 +455,7 @@ class OnnxImporter:
 
     def value(self, name: str) -> SSAValue:
         """The SSA value of an ONNX tensor, materializing import-time constants as nn.constant."""
-        from monet_ir.frontend.onnx_ops import Unsupported
+        from monet_ir.frontend.onnx_ops import InputFailed, Unsupported
 
         t = self.values.get(name)
         if t is None:
@@ -451,7 +463,7 @@ class OnnxImporter:
         if t.ssa is not None:
             return t.ssa
         if t.const is None:
-            raise Unsupported(f"input '{name}' comes from a node that could not be imported")
+            raise InputFailed(f"input '{name}' comes from a node that could not be imported")
         t.ssa = self.materialize(name, self.const_array(name), t.type)
         return t.ssa
 

@@ -28,6 +28,10 @@ class Unsupported(Exception):
     """A node uses a semantic the importer does not model."""
 
 
+class InputFailed(Unsupported):
+    """An input comes from a node that failed to import; only that node's failure is reported."""
+
+
 Converter = Callable[[Any, Any], None]
 CONVERTERS: dict[tuple[str, str], Converter] = {}
 
@@ -627,7 +631,24 @@ def convert_sce_grad(imp: Any, node: Any) -> None:
     emit(imp, node, grad.SoftmaxCrossEntropyGradOp, operands, same_type(imp, node), {
         "reduction": StringAttr(attr(node, "reduction", "mean")),
         "ignore_index": None if ignore is None else int_attr(ignore),
+        "class_axis": _class_axis(imp, node),
     })
+
+
+def _class_axis(imp: Any, node: Any) -> Any:
+    """The axis of the classes: ONNX's axis 1, or the last axis when the labels have the shape
+    of the log-probabilities without it (ORT training graphs of language models)."""
+    log_prob = list(imp.type_of(node.input[1]).get_shape())
+    labels = list(imp.type_of(node.input[2]).get_shape())
+    if labels == log_prob[:1] + log_prob[2:]:
+        return None
+    last = len(log_prob) - 1
+    if last > 1 and labels == log_prob[:last]:
+        return int_attr(last)
+    raise Unsupported(
+        f"labels of shape {labels} fit neither the classes on axis 1 nor on the last axis of "
+        f"log-probabilities of shape {log_prob}"
+    )
 
 
 @converts("AveragePoolGrad", "MaxPoolGrad", domain=MS)

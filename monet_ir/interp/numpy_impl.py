@@ -722,9 +722,12 @@ def _gather_grad(op: G.GatherGradOp, env: Env) -> np.ndarray:
 
 @impl(G.SoftmaxCrossEntropyGradOp)
 def _softmax_cross_entropy_grad(op: G.SoftmaxCrossEntropyGradOp, env: Env) -> np.ndarray:
-    return K.softmax_cross_entropy_loss_grad(
-        env[op.grad], env[op.log_prob], env[op.labels], reduction=_reduction(op),
+    axis = op.class_axis_value
+    log_prob = np.moveaxis(env[op.log_prob], axis, 1)  # the kernel takes ONNX's (N, C, *d) layout
+    dscores = K.softmax_cross_entropy_loss_grad(
+        env[op.grad], log_prob, env[op.labels], reduction=_reduction(op),
         ignore_index=_ignore_index(op), weight=_opt(env, op.weights))
+    return np.moveaxis(dscores, 1, axis)
 
 
 @impl(G.MseLossGradOp)

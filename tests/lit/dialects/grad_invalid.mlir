@@ -31,3 +31,11 @@
 %m = "test.op"() : () -> tensor<4x8xf32>
 %dx = grad.dropout %dy, %m : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK: grad.dropout: mask must be a tensor of i1
+
+// -----
+
+%dl = "test.op"() : () -> tensor<f32>
+%lp = "test.op"() : () -> tensor<2x16x100xf32>
+%lab = "test.op"() : () -> tensor<2x16xi64>
+%s = grad.softmax_cross_entropy %dl, %lp, %lab {class_axis = 3 : i64} : (tensor<f32>, tensor<2x16x100xf32>, tensor<2x16xi64>) -> tensor<2x16x100xf32>
+// CHECK: grad.softmax_cross_entropy: class_axis 3 is not an axis after the batch axis of log_prob

@@ -51,3 +51,11 @@ func.func @pool_and_loss(%dy: tensor<4x6x14x14xf32>, %x: tensor<4x6x28x28xf32>, 
 // CHECK:       grad.avg_pool %dy {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>}
 // CHECK:       grad.softmax_cross_entropy %dl, %lp, %lab {reduction = "mean"}
 // CHECK:       grad.dropout %m, %mask {ratio = 1.000000e-01 : f64}
+
+func.func @loss_classes_last(%dl: tensor<f32>, %lp: tensor<2x16x100xf32>, %lab: tensor<2x16xi64>) -> tensor<2x16x100xf32> {
+  %s = grad.softmax_cross_entropy %dl, %lp, %lab {reduction = "mean", class_axis = 2 : i64} : (tensor<f32>, tensor<2x16x100xf32>, tensor<2x16xi64>) -> tensor<2x16x100xf32>
+  func.return %s : tensor<2x16x100xf32>
+}
+
+// CHECK-LABEL: func.func @loss_classes_last
+// CHECK:       grad.softmax_cross_entropy %dl, %lp, %lab {reduction = "mean", class_axis = 2 : i64}
