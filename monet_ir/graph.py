@@ -101,3 +101,19 @@ def compute_ops(fn: func.FuncOp) -> Iterator[Operation]:
     for op in fn.body.block.ops:
         if not isinstance(op, func.ReturnOp):
             yield op
+
+
+def element_precision(fn: func.FuncOp) -> str:
+    """The number format of the step's parameters (fp32, fp16, bf16 or fp64) when no precision
+    is imposed: the element type most parameters have."""
+    from collections import Counter
+
+    from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float64Type, TensorType
+
+    names = Counter()
+    for info, arg in zip(arg_infos(fn), fn.body.block.args, strict=False):
+        if info.role == "param" and isinstance(arg.type, TensorType):
+            elem = arg.type.element_type
+            names["bf16" if isinstance(elem, BFloat16Type) else "fp16" if isinstance(elem, Float16Type)
+                  else "fp64" if isinstance(elem, Float64Type) else "fp32"] += 1
+    return names.most_common(1)[0][0] if names else "fp32"

@@ -37,16 +37,14 @@ class AnnotateCostPass(ModulePass):
         from dialects.hw import CostAttr
         from monet_ir.cost import can_run, cost_of
         from monet_ir.analysis.ir_signatures import signature_of
-        from monet_ir.precision import precision_bits
         from targets import get_target
+        from targets.precision_choice import choose_precision
 
         if not self.target:
             raise PassFailedException("annotate-cost: the target option is required (a built-in name or a YAML file)")
-        try:
-            bits = precision_bits(self.precision)
-        except ValueError as e:
-            raise PassFailedException(f"annotate-cost: {e}") from None
         target = get_target(self.target, precision=self.precision or None)
+        choice = choose_precision(target, self.precision or None)
+        bits = choice.bits
         cache: dict[tuple, ArrayAttr] = {}
         for operation in graph.compute_ops(graph.step_function(op)):
             sig = signature_of(operation, bits)
@@ -65,5 +63,5 @@ class AnnotateCostPass(ModulePass):
                 cache[sig] = attr
             operation.attributes["monet.costs"] = attr
         op.attributes["monet.target"] = StringAttr(self.target)
-        if self.precision:
-            op.attributes["monet.precision"] = StringAttr(self.precision)
+        if choice.name:
+            op.attributes["monet.precision"] = StringAttr(choice.name)

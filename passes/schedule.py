@@ -69,17 +69,14 @@ def resolved_options(module: ModuleOp, target: str, mapping: str, precision: str
 
 
 def run_schedule(module: ModuleOp, target_name: str, mapping: str, precision: str):
-    from monet_ir.precision import precision_bits
     from monet_ir.schedule.mapping import load_allocation
     from monet_ir.schedule.scheduler import schedule
     from monet_ir.schedule.taskgraph import extract
     from targets import get_target
+    from targets.precision_choice import choose_precision
 
-    try:
-        bits = precision_bits(precision)
-    except ValueError as e:
-        raise PassFailedException(f"schedule: {e}") from None
     target = get_target(target_name, precision=precision or None)
+    bits = choose_precision(target, precision or None).bits
     allocation = load_allocation(mapping) if mapping else None
     if allocation is not None:
         allocation.check_cores(len(target.cores))

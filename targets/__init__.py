@@ -3,6 +3,7 @@ built-in targets.  Importing this package does not import yaml or numpy."""
 
 from .errors import TargetError
 from .loader import (
+    builtin_target_path,
     get_target,
     list_builtin_targets,
     load_target_file,
@@ -38,6 +39,7 @@ __all__ = [
     "SpatialUnroll",
     "Target",
     "TargetError",
+    "builtin_target_path",
     "get_target",
     "list_builtin_targets",
     "load_target_file",

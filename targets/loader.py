@@ -20,7 +20,7 @@ from typing import Any
 from .errors import Problems, TargetError
 from .model import Core, Interconnect, Target
 from .own_format import read_own_target
-from .zigzag_format import read_offchip, read_stream_system, read_zigzag_core
+from .zigzag_format import ZIGZAG_DEFAULT_REASON, read_offchip, read_stream_system, read_zigzag_core
 
 BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "builtin")
 
@@ -72,8 +72,6 @@ def load_target_file(path: str, precision: str | None = None) -> Target:
     elif _is_zigzag_core(data):
         target = _single_core_target(data, path, problems, precision)
     else:
-        if precision is not None:
-            problems.add("precision", "a precision can only be chosen for Stream/ZigZag files")
         target = read_own_target(data, path, problems)
     problems.raise_if_any()
     assert target is not None
@@ -84,7 +82,8 @@ def _single_core_target(data: dict, path: str, problems: Problems, precision: st
     core = read_zigzag_core(data, path, problems, 0, precision)
     if core is None:
         return None
-    return Target(core.name, (core,), None, Interconnect(), (), core.clock_hz, path)
+    return Target(core.name, (core,), None, Interconnect(), (), core.clock_hz, path,
+                  precision or "int8", "" if precision else ZIGZAG_DEFAULT_REASON)
 
 
 def load_zigzag_core(path: str, core_id: int = 0, precision: str | None = None, kind: str | None = None) -> Core:
@@ -107,15 +106,24 @@ def target_from_zigzag_core(core_path: str, offchip_path: str | None = None, pre
         dram = read_offchip(parse_yaml(offchip_path, problems), offchip_path, problems)
         problems.raise_if_any()
     core = replace(core, dram=dram)
-    return Target(core.name, (core,), dram, Interconnect(), (), core.clock_hz, core_path)
+    return Target(core.name, (core,), dram, Interconnect(), (), core.clock_hz, core_path,
+                  precision or "int8", "" if precision else ZIGZAG_DEFAULT_REASON)
+
+
+def builtin_target_path(name: str) -> str | None:
+    """The YAML file of a built-in target, or None when `name` is not one."""
+    if not isinstance(name, str) or os.sep in name or name.endswith((".yaml", ".yml")):
+        return None
+    path = os.path.join(BUILTIN_DIR, f"{name}.yaml")
+    return path if os.path.isfile(path) else None
 
 
 def get_target(name_or_path: str, precision: str | None = None) -> Target:
     """A built-in target by name (see `list_builtin_targets`) or a target file by path."""
     if not isinstance(name_or_path, str) or not name_or_path:
         raise TargetError(f"{name_or_path!r}: <name>: expected a built-in target name or a file path")
-    builtin = os.path.join(BUILTIN_DIR, f"{name_or_path}.yaml")
-    if os.sep not in name_or_path and not name_or_path.endswith((".yaml", ".yml")) and os.path.isfile(builtin):
+    builtin = builtin_target_path(name_or_path)
+    if builtin is not None:
         return load_target_file(builtin, precision)
     if os.path.exists(name_or_path):
         return load_target_file(name_or_path, precision)

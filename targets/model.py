@@ -327,6 +327,10 @@ class Target:
         (Stream ``core_memory_sharing``).
     frequency_hz: reference clock of links (bits/cycle of links are per cycle of it).
     source: file the target was read from (for messages).
+    default_precision: the number format a step runs in when the user chooses none (a target's
+        native format, e.g. bf16; the one precision of Stream/ZigZag cores); None keeps each
+        tensor's own element type.
+    default_precision_reason: why that default (for messages).
     """
 
     name: str
@@ -336,6 +340,8 @@ class Target:
     shared_memories: tuple[tuple[int, ...], ...] = ()
     frequency_hz: float = DEFAULT_CLOCK_HZ
     source: str = field(default="", compare=False)
+    default_precision: str | None = None
+    default_precision_reason: str = field(default="", compare=False)
 
     def core(self, core_id: int) -> Core:
         return self.cores[core_id]

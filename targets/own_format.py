@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from monet_ir.precision import PRECISION_BITS
+
 from .errors import Problems
 from .fields import Fields, join
 from .model import (
@@ -27,6 +29,7 @@ from .model import (
     Target,
 )
 from .topology import TOPOLOGIES, all_to_all, bus, mesh, ring, square_shape
+from .precision_choice import unsupported_precision
 from .validate import check_core
 from .zigzag_format import read_dataflow
 
@@ -111,7 +114,8 @@ _DRAM_KEYS = ("name", "capacity", "bandwidth_GBps", "read_energy_pj_per_bit", "w
 _INTERCONNECT_KEYS = ("topology", "cores", "mesh", "bandwidth_bits", "energy_pj_per_bit", "links", "buses")
 _LINK_KEYS = ("between", "bandwidth_bits", "energy_pj_per_bit", "one_way")
 _BUS_KEYS = ("cores", "bandwidth_bits", "energy_pj_per_bit")
-_TOP_KEYS = ("name", "frequency_hz", "dram", "cores", "interconnect", "shared_memories", "templates", "description")
+_TOP_KEYS = ("name", "frequency_hz", "dram", "cores", "interconnect", "shared_memories", "templates", "description",
+             "default_precision")
 
 
 def read_memory(name: str, raw: Any, fields: Fields, path: str) -> MemoryLevel | None:
@@ -311,4 +315,13 @@ def read_own_target(data: dict, file: str, problems: Problems) -> Target:
             continue
         refs = [_core_ref(v, core_ids, fields, join(where, i)) for i, v in enumerate(group)]
         sharing.append(tuple(r for r in refs if r is not None))
-    return Target(name, tuple(cores), dram, interconnect, tuple(sharing), frequency, file)
+    default_precision = fields.text(data, "default_precision", "", required=False, default=None)
+    if default_precision is not None and default_precision not in PRECISION_BITS:
+        problems.add("default_precision", f"unknown precision {default_precision!r} "
+                     f"(use one of {', '.join(PRECISION_BITS)})")
+        default_precision = None
+    target = Target(name, tuple(cores), dram, interconnect, tuple(sharing), frequency, file, default_precision)
+    if default_precision is not None:
+        for problem in unsupported_precision(target, default_precision):
+            problems.add("default_precision", problem)
+    return target

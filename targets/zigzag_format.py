@@ -210,6 +210,9 @@ def _default_op_kinds(kind: str) -> tuple[str, ...]:
     return {"mac_array": ("loop_nest",), "simd": ("vector",), "pooling": ("pool",)}[kind]
 
 
+ZIGZAG_DEFAULT_REASON = "ZigZag/Stream cores are priced at int8, their files' convention, unless --precision is given"
+
+
 def read_zigzag_core(
     data: Any,
     file: str,
@@ -390,7 +393,8 @@ def read_stream_system(
             problems.add(where, f"unknown core {unknown[0]} in memory sharing group")
         sharing.append(group)
     cores = [_with_dram(core, dram) for core in cores]
-    return Target(name, tuple(cores), dram, interconnect, tuple(sharing), DEFAULT_CLOCK_HZ, file)
+    return Target(name, tuple(cores), dram, interconnect, tuple(sharing), DEFAULT_CLOCK_HZ, file,
+                  precision or "int8", "" if precision else ZIGZAG_DEFAULT_REASON)
 
 
 def _with_dram(core: Core, dram: Dram | None) -> Core:

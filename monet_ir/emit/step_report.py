@@ -97,7 +97,11 @@ def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
 def text_summary(report: dict[str, Any]) -> str:
     lines = []
     model = report.get("model", "")
-    lines.append(f"MONET training-step report: {model} on {report['target']}")
+    kind = "inference" if report.get("pipeline") == "inference" else "training-step"
+    lines.append(f"MONET {kind} report: {model} on {report['target']}")
+    if "precision" in report:
+        source = f" ({report['precision_source']})" if report.get("precision_source") else ""
+        lines.append(f"  precision  {report['precision']}{source}")
     lines.append(f"  latency  {report['latency_cycles']:,} cycles = {report['latency_s'] * 1e3:.4g} ms"
                  f" at {report['frequency_hz'] / 1e9:.3g} GHz")
     lines.append(f"  energy   {report['energy_pj'] / 1e9:.4g} mJ")
@@ -109,6 +113,11 @@ def text_summary(report: dict[str, Any]) -> str:
     for phase, row in report["phases"].items():
         if row["ops"]:
             lines.append(f"  {phase:<11}{row['ops']:>7}{row['latency_cycles']:>19,}{row['energy_pj'] / 1e9:>14.4g}")
+    rest = report["energy_pj"] - sum(row["energy_pj"] for row in report["phases"].values())
+    if report["energy_pj"] and abs(rest) > 1e-9 * report["energy_pj"]:
+        count = sum(int(t["count"]) for t in report.get("transfers", {}).values())
+        lines.append(f"  {'transfers':<11}{count:>7}{'':>19}{rest / 1e9:>14.4g}"
+                     "   (scheduler's loads, stores and copies; in no phase)")
     lines.append("")
     lines.append(f"  {'core':<8}{'name':<14}{'kind':<11}{'ops':>6}{'busy (cycles)':>16}{'util':>8}")
     for core, row in report["cores"].items():

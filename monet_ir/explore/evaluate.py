@@ -56,7 +56,6 @@ from xdsl.dialects.builtin import ModuleOp
 
 from monet_ir import graph as ir_graph
 from monet_ir.errors import MonetError
-from monet_ir.precision import PRECISION_BITS
 
 
 class ExploreError(MonetError):
@@ -293,11 +292,12 @@ class Evaluator:
     def __init__(self, config: StepConfig, graph_cache: int = 32):
         from monet_ir.schedule.taskgraph import ExtractCache, extract
         from targets import get_target
+        from targets.precision_choice import choose_precision
 
         self.config = config
         self.module = build_step(config)
         self.target = get_target(config.target, precision=config.precision)
-        self.bits = PRECISION_BITS[config.precision] if config.precision else None
+        self.bits = choose_precision(self.target, config.precision).bits
         self.prices = PriceBook()
         self._graphs: OrderedDict[tuple, Any] = OrderedDict()
         self._graph_cache = graph_cache

@@ -169,10 +169,13 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
     from monet_ir.precision import PRECISION_BITS
     from monet_ir.schedule.scheduler import ScheduleError, schedule
     from monet_ir.schedule.taskgraph import extract
-    from targets import TargetError, get_target
+    from targets import TargetError, builtin_target_path, get_target
+    from targets.precision_choice import choose_precision
 
+    # a built-in target's name stands for its YAML, a ready template
+    template_path = builtin_target_path(args.target_template) or args.target_template
     try:
-        with open(args.target_template) as f:
+        with open(template_path) as f:
             template = yaml.safe_load(f)
     except OSError as e:
         raise UsageError(f"--target-template {args.target_template}: cannot read file: {e.strerror}") from None
@@ -191,7 +194,9 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
         from xdsl.context import Context
 
         ActivationCheckpointPass(policy=args.checkpoint).apply(Context(), module)
-    bits = PRECISION_BITS[args.precision] if args.precision else None
+    requested = args.precision or template.get("default_precision")
+    requested = requested if isinstance(requested, str) else None
+    bits = PRECISION_BITS.get(requested) if requested else None
     graph = extract(ir_graph.step_function(module), bits=bits)
     folder = out / "designs"
     folder.mkdir(parents=True, exist_ok=True)
@@ -204,6 +209,7 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
         row: dict[str, Any] = {"design": k, **settings}
         try:
             target = get_target(str(path), precision=args.precision)
+            choose_precision(target, requested)  # every core of this design must run it
             row.update(area_figures(target))
             report = schedule_report(schedule(graph, target))
         except (TargetError, ScheduleError) as e:

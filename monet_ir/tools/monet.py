@@ -100,7 +100,7 @@ def add_explore_parsers(sub: Any) -> None:
     _step_options(explore)
     sweep = sub.add_parser("sweep", help="the training step on a grid of hardware parameters")
     sweep.add_argument("model", help="ONNX model")
-    sweep.add_argument("--target-template", required=True, help="target YAML in MONET's format")
+    sweep.add_argument("--target-template", required=True, help="target YAML in MONET's format, or a built-in target's name")
     sweep.add_argument("--set", action="append", default=[], metavar="PATH=V1,V2,...",
                        help="a swept parameter: a dotted path into the template and its values")
     sweep.add_argument("--out", required=True, help="output directory")
@@ -125,7 +125,7 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
 
     from monet_ir.analysis.accounting import flops_by_phase, memory_summary
     from monet_ir.frontend.onnx_import import import_onnx
-    from monet_ir.graph import step_function
+    from monet_ir.graph import element_precision, step_function
     from monet_ir.schedule.mapping import load_allocation
     from monet_ir.schedule.scheduler import schedule
     from monet_ir.schedule.taskgraph import extract
@@ -133,6 +133,7 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
     from passes.autodiff import AutodiffPass
     from passes.insert_optimizer import InsertOptimizerPass
     from targets import get_target
+    from targets.precision_choice import choose_precision
 
     progress.step(f"importing {args.model}")
     module = import_onnx(args.model, dims=parse_dims(args.dim))
@@ -174,11 +175,14 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
     fn = step_function(module)
     progress.step(f"loading target {args.target}")
     target = get_target(args.target, precision=args.precision)
+    choice = choose_precision(target, args.precision)
+    if choice.source != "--precision":
+        progress.step(f"precision: {choice.describe()}")
     allocation = None
     if args.mapping:
         allocation = load_allocation(args.mapping)
         allocation.check_cores(len(target.cores))
-    bits = PRECISION_BITS[args.precision] if args.precision else None
+    bits = choice.bits
     graph = extract(fn, bits=bits)
     progress.step(f"costing and scheduling {len(graph.tasks)} ops on {len(target.cores)} cores")
     sched = schedule(graph, target, allocation)
@@ -188,7 +192,8 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
     report: dict[str, Any] = {
         "model": Path(args.model).name,
         "pipeline": ",".join(str(p) for p in pipeline) if pipeline else ("as imported" if already_training else "inference"),
-        "precision": args.precision or "model",
+        "precision": choice.name or element_precision(fn),
+        "precision_source": choice.source,
         "flops": flops_by_phase(fn),
     }
     memory = memory_summary(fn, bits)

@@ -106,3 +106,12 @@ def test_apply_paths():
     sweep.apply(data, "a.0.y.z+b.c", 7)
     assert data["a"][0]["y"]["z"] == 7 and data["b"]["c"] == 7
     assert sweep.parse_values("8, 16.5, 2 MiB") == [8, 16.5, "2 MiB"]
+
+
+def test_a_builtin_target_is_a_template(tmp_path):
+    out = tmp_path / "builtin"
+    run(["sweep", str(DATA / "mlp_b4.onnx"), "--target-template", "datacenter", "--out", str(out), "--no-plots",
+         "--set", "dram.bandwidth_GBps=800,1640"])
+    designs = json.loads((out / "sweep.json").read_text())["designs"]
+    assert len(designs) == 2 and all("error" not in d for d in designs)
+    assert designs[1]["latency_cycles"] <= designs[0]["latency_cycles"]
