@@ -68,19 +68,31 @@ class Transfer:
 
 @dataclass
 class MemoryTrace:
-    """Occupancy of one memory over time: (time, bytes in use after the event)."""
+    """Occupancy of one memory over time.
+
+    `events` are (time, order, delta) triples. At one instant, frees of buffers allocated
+    earlier come first (order 0: their space is reused at once), then allocations (1), then
+    frees of buffers allocated at that same instant (2), so occupancy is never negative and a
+    peak never counts a buffer together with the one that replaces it.
+    """
 
     name: str
     capacity: float
-    events: list[tuple[float, int]] = field(default_factory=list)
+    events: list[tuple[float, int, int]] = field(default_factory=list)
+
+    def alloc(self, time: float, nbytes: int) -> None:
+        self.events.append((time, 1, nbytes))
+
+    def free(self, time: float, nbytes: int, allocated_at: float) -> None:
+        self.events.append((time, 2 if time <= allocated_at else 0, -nbytes))
 
     def peak(self) -> int:
-        # events at the same time: frees (negative) before allocations, as tuples sort
-        return max(0, max(accumulate(delta for _, delta in sorted(self.events)), default=0))
+        return max(0, max(accumulate(delta for _, _, delta in sorted(self.events)), default=0))
 
     def timeline(self) -> list[tuple[float, int]]:
+        """(time, bytes in use after the event), one point per event."""
         level, points = 0, []
-        for time, delta in sorted(self.events):
+        for time, _, delta in sorted(self.events):
             level += delta
             points.append((time, level))
         return points
@@ -160,6 +172,8 @@ class Scheduler:
         self.copies: dict[int, dict[int, float]] = {}
         self.resident_bytes = [0] * len(target.cores)
         self.resident: list[dict[int, int]] = [dict() for _ in target.cores]  # root -> bytes
+        self.allocated_at: list[dict[int, float]] = [dict() for _ in target.cores]  # root -> time
+        self.dram_allocated_at: dict[int, float] = {}
         # frees already decided but at a time later than allocations still to come may use:
         # those bytes still occupy the memory until then
         self.pending_frees: list[list[tuple[float, int]]] = [[] for _ in target.cores]
@@ -291,10 +305,10 @@ class Scheduler:
         for t in self.g.tensors:
             if t.producer is None and t.root == t.id:
                 self.copies[t.id] = {DRAM: 0.0}
-                trace.events.append((0.0, t.bytes))
+                trace.alloc(0.0, t.bytes)
             elif t.kind == "const":
                 self.copies[t.id] = {DRAM: 0.0}
-                trace.events.append((0.0, t.bytes))
+                trace.alloc(0.0, t.bytes)
 
     def _check_dram(self) -> None:
         dram = self.target.dram
@@ -459,7 +473,7 @@ class Scheduler:
     def _ensure_in_dram(self, root: int, copies: dict[int, float]) -> None:
         if DRAM not in copies and copies:
             src, at = min(copies.items(), key=lambda kv: kv[1])
-            self.memories[self.dram_name].events.append((at, self.bytes_of[root]))
+            self._dram_alloc(root, at)
             copies[DRAM] = self._transfer(root, src, DRAM, at, "store")
 
     def _transfer(self, root: int, src: int, dst: int, ready: float, reason: str) -> float:
@@ -473,7 +487,9 @@ class Scheduler:
         if len(route) == 2:
             # a core-to-core copy without a link goes through DRAM, which holds it meanwhile
             first = self.transfers[-2]
-            self.memories[self.dram_name].events += [(first.start, nbytes), (time, -nbytes)]
+            dram = self.memories[self.dram_name]
+            dram.alloc(first.start, nbytes)
+            dram.free(time, nbytes, first.start)
         return time
 
     def _produce(self, task: Task, core: int, start: float, end: float, allocate: bool) -> None:
@@ -486,7 +502,7 @@ class Scheduler:
             if (task.index, tid) in self.streamed:
                 # the op writes it to DRAM as it goes (spilled by the op, or no room on chip)
                 self.copies[tid] = {DRAM: end}
-                self.memories[self.dram_name].events.append((start, t.bytes))
+                self._dram_alloc(tid, start)
                 if (task.index, tid) in self.unpaid_outputs:
                     self._transfer(tid, core, DRAM, start, "store")
                 if self.remaining_uses.get(tid, 0) == 0:
@@ -528,15 +544,20 @@ class Scheduler:
     def _allocate(self, core: int, root: int, time: float) -> None:
         nbytes = self.bytes_of[root]
         self.resident[core][root] = nbytes
+        self.allocated_at[core][root] = time
         self.resident_bytes[core] += nbytes
-        self.memories[self.mem_names[core]].events.append((time, nbytes))
+        self.memories[self.mem_names[core]].alloc(time, nbytes)
+
+    def _dram_alloc(self, root: int, time: float) -> None:
+        self.dram_allocated_at[root] = time
+        self.memories[self.dram_name].alloc(time, self.bytes_of[root])
 
     def _drop(self, core: int, root: int, time: float) -> None:
         nbytes = self.resident[core].pop(root, None)
         if nbytes is None:
             return
         self.resident_bytes[core] -= nbytes
-        self.memories[self.mem_names[core]].events.append((time, -nbytes))
+        self.memories[self.mem_names[core]].free(time, nbytes, self.allocated_at[core].pop(root))
         self.pending_frees[core].append((time, nbytes))
         self.pending_bytes[core] += nbytes
         self.copies.get(root, {}).pop(core, None)
@@ -568,7 +589,7 @@ class Scheduler:
             still -= freed
             first += 1
         if self.resident_bytes[core] + still + nbytes > capacity:
-            self._make_room(core, nbytes + still, keep, time)
+            time = self._make_room(core, nbytes + still, keep, time)
         if self.resident_bytes[core] + still + nbytes > capacity:
             return None  # the op's own operands fill the memory: this one is streamed instead
         return time
@@ -593,24 +614,29 @@ class Scheduler:
         for loc in list(self.copies.get(root, {})):
             if loc == DRAM:
                 if not t.persistent and t.producer is not None:
-                    self.memories[self.dram_name].events.append((time, -t.bytes))
+                    self.memories[self.dram_name].free(time, t.bytes, self.dram_allocated_at.get(root, 0.0))
                     self.copies[root].pop(DRAM)
             else:
                 self._drop(loc, root, time)
 
-    def _make_room(self, core: int, nbytes: int, keep: set[int], time: float) -> None:
+    def _make_room(self, core: int, nbytes: int, keep: set[int], time: float) -> float:
+        """Evict until `nbytes` fit; returns when the room exists: a victim leaves once it is
+        complete on this core (produced or loaded), never before it arrived."""
         capacity = self.capacity[core]
+        room_at = time
         while self.resident_bytes[core] + nbytes > capacity:
             victims = [r for r in self.resident[core] if r not in keep]
             if not victims:
-                return  # nothing left to evict: the op's own operands exceed the memory
+                return room_at  # nothing left to evict: the op's own operands exceed the memory
             victim = max(victims, key=self._next_use) if len(victims) > 1 else victims[0]
             copies = self.copies.setdefault(victim, {})
+            at = max(time, copies.get(core, time))
             if DRAM not in copies and self.remaining_uses.get(victim, 0) > 0:
-                at = max(time, copies.get(core, time))
-                self.memories[self.dram_name].events.append((at, self.bytes_of[victim]))
+                self._dram_alloc(victim, at)
                 copies[DRAM] = self._transfer(victim, core, DRAM, at, "evict")
-            self._drop(core, victim, time)
+            self._drop(core, victim, at)
+            room_at = max(room_at, at)
+        return room_at
 
     def _next_use(self, root: int) -> int:
         consumers = self.root_consumers.get(root, ())

@@ -195,7 +195,7 @@ def peak_bytes(module: ModuleOp) -> int:
     """Peak of DRAM + on-chip occupancy together (events of every memory on one timeline)."""
     s = schedule(extract(step_function(module)), get_target("edge_npu"))
     level = peak = 0
-    for _, delta in sorted((e for trace in s.memories.values() for e in trace.events), key=lambda e: (e[0], e[1])):
+    for _, _, delta in sorted(e for trace in s.memories.values() for e in trace.events):
         level += delta
         peak = max(peak, level)
     return peak
