@@ -96,10 +96,9 @@ def run_explore(args: argparse.Namespace) -> None:
              f"  {result.evaluations} evaluations in {result.seconds:.1f} s "
              f"({result.eval_seconds / max(1, result.evaluations) * 1e3:.1f} ms each), "
              f"{len(result.front)} Pareto points", "", outputs.front_table(result), ""]
-    failed = sum(1 for r in result.results.values() if getattr(r, "error", ""))
-    if failed:
-        first = next(r.error for r in result.results.values() if getattr(r, "error", ""))
-        lines.append(f"  {failed} evaluated point(s) could not be scheduled, e.g.: {first}")
+    failures = outputs.failure_summary(result.results.values())
+    if failures:
+        lines.append(failures)
     if chosen["point"] is None:
         lines.append(f"  chosen: none ({chosen['message']})")
     else:

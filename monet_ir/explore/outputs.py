@@ -180,3 +180,12 @@ def write_milp(rows: list[dict[str, Any]], out: Path) -> str:
                      f"{r['milp_seconds']:>8.2f}{num(r.get('ga_recompute_cycles')):>12}{pct(r.get('gap')):>8}"
                      f"{pct(r.get('front_gap')):>10}{pct(r.get('greedy_gap')):>11}")
     return "\n".join(lines)
+
+
+def failure_summary(results) -> str:
+    """One line counting the evaluations that failed and naming the first one's reason, in
+    candidate order (empty when none failed)."""
+    errors = [r.error for r in results if getattr(r, "error", "")]
+    if not errors:
+        return ""
+    return f"  {len(errors)} evaluated point(s) failed and are left out of the front; first reason: {errors[0]}"

@@ -235,7 +235,10 @@ class OnnxImporter:
 
         # Shapes of ONNX Runtime ops, and of standard ops ONNX leaves unshaped, come from our
         # own rules; re-running the inference propagates them through the ops that follow.
-        for _ in range(8):
+        # each round can unblock one more layer (a training-mode BatchNormalization with one
+        # output stops ONNX's inference), so a deep network needs as many rounds as it has such
+        # layers; a round that adds nothing ends the loop
+        for _ in range(len(model.graph.node) + 1):
             try:
                 model = onnx.shape_inference.infer_shapes(model, data_prop=True)
             except Exception as e:  # onnx raises its own InferenceError and others

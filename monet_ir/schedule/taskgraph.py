@@ -484,14 +484,53 @@ def _overlaps(part: _Part, needed) -> bool:
 
 def _pace_stacks(tasks: list[Task], stacks: dict[int, list[list[int]]]) -> None:
     """Depth-first order inside a fused stack: the first layer's tile j waits for the last
-    layer's tile j - (depth + 1), so a few tiles are in flight, not whole layers (the
-    look-ahead covers a halo of one tile per layer)."""
+    layer's tile j - (depth + 1), so a few tiles are in flight, not whole layers. When a halo
+    spans more than a tile per layer (strided layers, uneven tiles) or a value computed from
+    the stack's whole results feeds a later layer, that tile may itself need first-layer tile
+    j or later: the first layer then waits for the latest last-layer tile that does not, so
+    pacing never closes a cycle."""
     for layers in stacks.values():
         first, last = layers[0], layers[-1]
         lag = len(layers) + 1
+        if len(first) <= lag:
+            continue
+        reach = _first_tiles_reached(tasks, first, last)
+        i = -1
         for j, index in enumerate(first):
-            if j - lag >= 0 and j - lag < len(last):
-                tasks[index].preds.add(last[j - lag])
+            i = min(j - lag, len(last) - 1)
+            while i >= 0 and reach[last[i]] >= j:
+                i -= 1
+            if i >= 0:
+                tasks[index].preds.add(last[i])
+
+
+def _first_tiles_reached(tasks: list[Task], first: list[int], last: list[int]) -> dict[int, int]:
+    """For each task a last-layer tile depends on, the highest first-layer tile it depends on
+    (-1: none)."""
+    position = {index: j for j, index in enumerate(first)}
+    lowest = min(first)
+    reach: dict[int, int] = {}
+    expanded: set[int] = set()
+    for root in last:
+        stack = [root]
+        while stack:
+            index = stack[-1]
+            if index in reach:
+                stack.pop()
+                continue
+            if index not in expanded:  # (a task met again while expanded would be a cycle)
+                expanded.add(index)
+                pending = [p for p in tasks[index].preds if p >= lowest and p not in expanded]
+                if pending:
+                    stack.extend(pending)
+                    continue
+            stack.pop()
+            best = position.get(index, -1)
+            for p in tasks[index].preds:
+                if p >= lowest:
+                    best = max(best, reach.get(p, -1))
+            reach[index] = best
+    return reach
 
 
 def _gradient_results(fn: func.FuncOp) -> set[SSAValue]:

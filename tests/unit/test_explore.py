@@ -248,3 +248,21 @@ def test_exact_cli_writes_the_comparison(tmp_path, chain_path, capsys):
         assert row["ga_recompute_cycles"] >= row["milp_recompute_cycles"] - 1e-9
         assert row["gap"] <= 0.05 and row["front_gap"] >= 0 and row["greedy_gap"] >= 0
     assert "exact checkpoint choice" in capsys.readouterr().out
+
+
+def test_failed_candidates_are_counted_in_the_summary(tmp_path, capsys, monkeypatch):
+    from monet_ir.schedule.scheduler import ScheduleError
+
+    real = Evaluator.schedule
+
+    def fails_when_fused(self, candidate):
+        if candidate.fusion and any(candidate.fusion):
+            raise ScheduleError("the task graph has a cycle")  # what fusion once did on MobileNetV2
+        return real(self, candidate)
+
+    monkeypatch.setattr(Evaluator, "schedule", fails_when_fused)
+    out = tmp_path / "failing"
+    assert _explore_lenet(out, "--population", "8", "--generations", "2", "--no-plots", "--jobs", "1",
+                          "--search", "all") == 0
+    printed = capsys.readouterr().out
+    assert "point(s) failed and are left out of the front; first reason: the task graph has a cycle" in printed
