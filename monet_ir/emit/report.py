@@ -35,8 +35,9 @@ Fields:
   `{"matmul_conv": int, "name": the op's node (ONNX node name, "" if none), "op": op name,
   "other": int, "phase": phase}`.
 - after the `schedule` pass, the schedule's fields of `monet_ir.emit.step_report` (latency,
-  energy and its breakdown, phases, cores, transfers, layers), with the memory peaks and
-  capacities as `memory_peak_bytes` and `memory_capacity_bytes`.
+  energy and its breakdown, phases, cores, transfers, layers, `memory.peak_bytes` and
+  `memory.capacity_bytes`), `precision` and `precision_source`: the same schema as
+  `monet report`'s `report.json` (which adds `pipeline`).
 
 Sizes count storage as an allocator sees it (`monet_ir.types.tensor_bytes`: a boolean is one
 byte, a `tensor<f32>` four).
@@ -69,7 +70,9 @@ def build_report(module: ModuleOp, per_op: bool = False) -> dict[str, Any]:
     if per_op:
         report["per_op"] = accounting.per_op_rows(fn)
     if "monet.latency_cycles" in module.attributes:
-        report.update(scheduled_part(module))
+        part = scheduled_part(module)
+        report["memory"].update(part.pop("memory"))
+        report.update(part)
     return report
 
 
@@ -79,11 +82,15 @@ def scheduled_part(module: ModuleOp) -> dict[str, Any]:
     from monet_ir.emit.step_report import schedule_report
     from passes.schedule import resolved_options, run_schedule
 
+    from monet_ir import graph
+    from targets import get_target
+    from targets.precision_choice import choose_precision
+
     target, mapping, precision = resolved_options(module, "", "", "")
     part = schedule_report(run_schedule(module, target, mapping, precision))
-    memory = part.pop("memory")
-    part["memory_peak_bytes"] = memory["peak_bytes"]
-    part["memory_capacity_bytes"] = memory["capacity_bytes"]
+    choice = choose_precision(get_target(target, precision=precision or None), precision or None)
+    part["precision"] = choice.name or graph.element_precision(graph.step_function(module))
+    part["precision_source"] = choice.source
     return part
 
 

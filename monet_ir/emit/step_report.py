@@ -13,6 +13,8 @@
 | `memory.peak_bytes` | peak occupancy of each core's top memory and of DRAM; `memory.capacity_bytes` their sizes |
 | `cores` | per core `core<id>`: `name`, `kind`, `busy_cycles`, `utilization` (busy / latency), `ops` |
 | `transfers` | `count`, `bytes` and `energy_pj` per reason (`load`, `copy`, `store`, `evict`, `writeback`) |
+| `critical_path_cycles` | the longest chain of dependent ops, each at its duration on the core it ran on (transfers and waiting for a busy core excluded): the latency no core choice could beat with these op costs |
+| `average_parallelism` | busy cycles of all cores / latency: how many ops run at a time on average |
 | `layers` | one row per scheduled op: `name` (ONNX node), `op`, `phase`, `core`, `start_cycle`, `latency_cycles`, `energy_pj` |
 """
 
@@ -60,6 +62,7 @@ def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
         entry["count"] += 1
         entry["bytes"] += tr.bytes
         entry["energy_pj"] += tr.energy_pj
+    critical = critical_path_cycles(s)
     breakdown = s.energy_breakdown_pj()
     dram_traffic = sum(st.dram_bytes for st in s.tasks) + sum(
         tr.bytes for tr in s.transfers if tr.resource.startswith("dram"))
@@ -71,6 +74,8 @@ def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
         "energy_pj": sum(breakdown.values()),
         "energy_breakdown_pj": breakdown,
         "dram_traffic_bytes": dram_traffic,
+        "critical_path_cycles": round(critical),
+        "average_parallelism": sum(busy.values()) / latency if latency else 0.0,
         "phases": {
             p: {"latency_cycles": round(phase_span[p][1] - phase_span[p][0]) if p in phase_span else 0,
                 "energy_pj": phase_energy.get(p, 0.0), "ops": phase_ops.get(p, 0)}
@@ -89,6 +94,18 @@ def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
         "transfers": transfers,
         "layers": rows,
     }
+
+
+def critical_path_cycles(s: Schedule) -> float:
+    """Length of the longest dependency chain of ops at their scheduled durations."""
+    tasks = s.graph.tasks
+    placed = {st.task: st for st in s.tasks}
+    chain: dict[int, float] = {}
+    # start times order every task after its predecessors (pacing edges run against task order)
+    for st in sorted(s.tasks, key=lambda st: (st.start, st.end, st.task)):
+        duration = st.end - st.start if tasks[st.task].sig is not None else 0.0
+        chain[st.task] = duration + max((chain.get(p, 0.0) for p in tasks[st.task].preds if p in placed), default=0.0)
+    return max(chain.values(), default=0.0)
 
 
 # ---------------------------------------------------------------------- text
@@ -119,6 +136,12 @@ def text_summary(report: dict[str, Any]) -> str:
         lines.append(f"  {'transfers':<11}{count:>7}{'':>19}{rest / 1e9:>14.4g}"
                      "   (scheduler's loads, stores and copies; in no phase)")
     lines.append("")
+    if report.get("latency_cycles") and "critical_path_cycles" in report:
+        share = report["critical_path_cycles"] / report["latency_cycles"] * 100
+        lines.append(f"  critical path {report['critical_path_cycles']:,} cycles ({share:.0f} % of the latency), "
+                     f"{report['average_parallelism']:.2f} ops at a time on average: cores beyond that")
+        lines.append("  are idle for want of independent work; the rest of the latency waits on transfers and busy cores")
+        lines.append("")
     lines.append(f"  {'core':<8}{'name':<14}{'kind':<11}{'ops':>6}{'busy (cycles)':>16}{'util':>8}")
     for core, row in report["cores"].items():
         lines.append(f"  {core:<8}{row['name']:<14}{row['kind']:<11}{row['ops']:>6}{row['busy_cycles']:>16,}"
@@ -314,3 +337,15 @@ if __name__ == "__main__":
     import matplotlib.pyplot  # noqa: F401  (imported before the data arrives, in parallel)
 
     write_plots(pickle.loads(sys.stdin.buffer.read()), Path(sys.argv[1]))
+
+
+def write_layers_csv(report: dict[str, Any], path: Path) -> None:
+    """`layers.csv`: the report's per-op rows (`layers`), one line each, in schedule order."""
+    import csv
+
+    columns = ("name", "op", "phase", "core", "start_cycle", "latency_cycles", "energy_pj")
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        for row in report["layers"]:
+            writer.writerow([row[c] for c in columns])

@@ -123,7 +123,7 @@ class Progress:
 def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, Any], Any]:
     from xdsl.context import Context
 
-    from monet_ir.analysis.accounting import flops_by_phase, memory_summary
+    from monet_ir.analysis.accounting import flops_by_phase, memory_summary, op_counts_by_phase
     from monet_ir.frontend.onnx_import import import_onnx
     from monet_ir.graph import element_precision, step_function
     from monet_ir.schedule.mapping import load_allocation
@@ -195,6 +195,7 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
         "precision": choice.name or element_precision(fn),
         "precision_source": choice.source,
         "flops": flops_by_phase(fn),
+        "ops": op_counts_by_phase(fn),
     }
     memory = memory_summary(fn, bits)
     sched_part = schedule_report(sched)
@@ -207,7 +208,14 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
 def run_report(args: argparse.Namespace) -> None:
     import json
 
-    from monet_ir.emit.step_report import PlotWorker, chrome_trace, plot_data, text_summary, write_json
+    from monet_ir.emit.step_report import (
+        PlotWorker,
+        chrome_trace,
+        plot_data,
+        text_summary,
+        write_json,
+        write_layers_csv,
+    )
 
     progress = Progress(enabled=True)
     out = Path(args.out)
@@ -221,6 +229,7 @@ def run_report(args: argparse.Namespace) -> None:
         if plots is not None:
             plots.draw(plot_data(sched, report))
         write_json(report, out / "report.json")
+        write_layers_csv(report, out / "layers.csv")
         summary = text_summary(report)
         (out / "report.txt").write_text(summary)
         (out / "trace.json").write_text(json.dumps(chrome_trace(sched)))
@@ -229,7 +238,7 @@ def run_report(args: argparse.Namespace) -> None:
     finally:
         if plots is not None:
             plots.cancel()
-    progress.step(f"wrote {out}/report.json, report.txt, trace.json" + ("" if args.no_plots else ", gantt.png, memory.png, energy.png"))
+    progress.step(f"wrote {out}/report.json, layers.csv, report.txt, trace.json" + ("" if args.no_plots else ", gantt.png, memory.png, energy.png"))
     sys.stdout.write(summary)
 
 
