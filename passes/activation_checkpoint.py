@@ -65,6 +65,7 @@ error: checkpointing is decided once, on the step `autodiff` produced (before or
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -83,9 +84,6 @@ POLICIES = ("store-all", "recompute-all", "sqrt", "memory-budget", "list")
 POLICY_HELP = "store-all, recompute-all, sqrt, memory-budget=BYTES or list=NODE,NODE,..."
 RECOMPUTE_SUFFIX = "_rc"
 
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-
-
 @dataclass(frozen=True)
 class Policy:
     """A parsed policy: its kind, the byte budget (memory-budget) and node names (list)."""
@@ -96,10 +94,13 @@ class Policy:
 
 
 def parse_bytes(text: str) -> int:
-    match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
-    if match is None or match.group(2).lower() not in _UNITS:
-        raise ValueError(f"'{text}' is not a byte count (an integer, optionally with B, KB, MB, GB, KiB, MiB or GiB)")
-    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+    from monet_ir.options import size_in_bytes
+
+    value = size_in_bytes(text)
+    if value is None:
+        raise ValueError(f"'{text}' is not a byte count (a number, optionally with B, kB, MB, GB (powers of 1000) "
+                         "or KiB, MiB, GiB (powers of 1024))")
+    return int(math.ceil(value))
 
 
 def split_names(texts: tuple[str, ...] | list[str]) -> tuple[str, ...]:

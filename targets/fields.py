@@ -8,25 +8,14 @@ import math
 import re
 from typing import Any
 
+from monet_ir.options import BYTE_UNITS
+
 from .errors import Problems
 
 _MISSING = object()
 
-_SIZE_UNITS = {
-    "bit": 1,
-    "bits": 1,
-    "b": 8,
-    "byte": 8,
-    "bytes": 8,
-    "kb": 8 * 1024,
-    "kib": 8 * 1024,
-    "mb": 8 * 1024**2,
-    "mib": 8 * 1024**2,
-    "gb": 8 * 1024**3,
-    "gib": 8 * 1024**3,
-    "tb": 8 * 1024**4,
-    "tib": 8 * 1024**4,
-}
+# bits per unit: the byte multiples with their real meanings (kB = 1000 B, KiB = 1024 B)
+_SIZE_UNITS = {"bit": 1, "bits": 1, **{unit: 8 * n for unit, n in BYTE_UNITS.items() if unit}}
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]+)\s*$")
 
 
@@ -181,7 +170,7 @@ class Fields:
 
     def size_bits(self, data: Any, key: str, path: str, unit_bits: int, required: bool = True) -> int:
         """A size: a plain number in `unit_bits` units, or a string with a unit (``"2 MiB"``,
-        ``"64 B"``, ``"16 bits"``; KB/MB/GB are binary, as memory sizes conventionally are)."""
+        ``"64 B"``, ``"16 bits"``; kB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024)."""
         value = self.raw(data, key, path, required)
         if value is _MISSING or value is None:
             return 0

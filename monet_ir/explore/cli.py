@@ -5,23 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from monet_ir.errors import UsageError
-
-_UNITS = {"": 1, "b": 1, "kb": 2**10, "mb": 2**20, "gb": 2**30, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-
-
-def parse_bytes(text: str, option: str = "--budget") -> int:
-    """An integer number of bytes, optionally with a unit (KB/MB/GB are binary, as in targets)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
-    if match is None or match.group(2).lower() not in _UNITS:
-        raise UsageError(f"{option} {text}: expected a byte count such as 4000000, 512KiB or 2.5MiB")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+from monet_ir.options import parse_size
 
 
 def step_config(args: argparse.Namespace):
@@ -71,7 +61,7 @@ def run_explore(args: argparse.Namespace) -> None:
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     checkpointing, allocation, fusion = parse_search(args.search)
-    budget = parse_bytes(args.budget) if args.budget is not None else None
+    budget = parse_size(args.budget, "--budget") if args.budget is not None else None
     objective = "checkpoint" if args.exact else args.objective
     out = Path(args.out)
     try:
