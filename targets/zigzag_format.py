@@ -27,6 +27,7 @@ folder, then by base name in those two folders (Stream looks files up under its 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 from .errors import Problems
@@ -342,6 +343,7 @@ def read_stream_system(
     name = fields.text(data, "name", "", default=os.path.splitext(os.path.basename(file))[0])
     raw_cores = fields.mapping(data, "cores", "")
     cores: list[Core] = []
+    core_files: list[str] = []
     parsed_files: dict[str, Any] = {}
     for position, (key, core_file) in enumerate(raw_cores.items()):
         where = join("cores", key)
@@ -366,6 +368,7 @@ def read_stream_system(
                     problems.lines.append(line)
         if core is not None:
             cores.append(core)
+            core_files.append(path)
     dram = None
     offchip = data.get("offchip_core")
     if offchip is not None:
@@ -392,12 +395,33 @@ def read_stream_system(
         if unknown:
             problems.add(where, f"unknown core {unknown[0]} in memory sharing group")
         sharing.append(group)
-    cores = [_with_dram(core, dram) for core in cores]
+    cores = [_with_dram(core, dram) for core in _distinct_names(cores, core_files)]
     return Target(name, tuple(cores), dram, interconnect, tuple(sharing), DEFAULT_CLOCK_HZ, file,
                   precision or "int8", "" if precision else ZIGZAG_DEFAULT_REASON)
 
 
-def _with_dram(core: Core, dram: Dram | None) -> Core:
-    from dataclasses import replace
+def _distinct_names(cores: list[Core], files: list[str]) -> list[Core]:
+    """Distinct names for the cores of a system, so that reports, traces and plots tell them
+    apart: two different core files that carry the same `name` (Stream's `simd.yaml` says
+    `pooling`) are told apart by their file names; the cores loaded from one file are numbered
+    (`tpu_like#0`, `tpu_like#1`, ...)."""
+    from collections import Counter
 
+    files_of: dict[str, set[str]] = {}
+    for core, path in zip(cores, files, strict=True):
+        files_of.setdefault(core.name, set()).add(path)
+    names = [core.name if len(files_of[core.name]) == 1 else os.path.splitext(os.path.basename(path))[0]
+             for core, path in zip(cores, files, strict=True)]
+    counts = Counter(names)
+    seen: Counter[str] = Counter()
+    named = []
+    for core, name in zip(cores, names, strict=True):
+        if counts[name] > 1:
+            seen[name] += 1
+            name = f"{name}#{seen[name] - 1}"
+        named.append(core if name == core.name else replace(core, name=name))
+    return named
+
+
+def _with_dram(core: Core, dram: Dram | None) -> Core:
     return replace(core, dram=dram)

@@ -99,14 +99,15 @@ def bind_arguments(
         shape = tuple(block_arg.type.get_shape())  # type: ignore[attr-defined]
         dtype = np.dtype(numpy_dtype_of(block_arg.type.get_element_type()))  # type: ignore[attr-defined]
         label = _arg_label(info, block_arg)
+        expected = f"(expected shape {list(shape)}, dtype {dtype})"
         if info.role == "param":
             value = params.get(info.name)
             if value is None:
-                raise BindingError(f"{label} has no value: '{info.name}' is not among the parameters")
+                raise BindingError(f"{label} has no value: '{info.name}' is not among the parameters {expected}")
         elif info.role == "input":
             value = inputs.get(info.name)
             if value is None:
-                raise BindingError(f"{label} has no value: '{info.name}' is not among the inputs")
+                raise BindingError(f"{label} has no value: '{info.name}' is not among the inputs {expected}")
         elif info.role == "state":
             value = state.get(info.name, params.get(info.name))
             if value is None:

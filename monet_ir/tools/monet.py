@@ -36,8 +36,18 @@ from monet_ir.errors import UsageError, run_reporting_errors
 from monet_ir.precision import PRECISION_BITS
 
 
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("monet")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="monet", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"monet {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     report = sub.add_parser("report", help="latency, energy and memory of one training step")
     report.add_argument("model", help="ONNX model")

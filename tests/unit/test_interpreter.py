@@ -158,7 +158,8 @@ def test_bind_arguments_by_role_name_with_fresh_state():
 
 
 @pytest.mark.parametrize("params, inputs, message", [
-    ({}, {"x": np.ones((2, 3))}, r"^argument 0 'w' \(monet.param\) has no value: 'w' is not among the parameters$"),
+    ({}, {"x": np.ones((2, 3))}, r"^argument 0 'w' \(monet.param\) has no value: 'w' is not among the parameters "
+                                 r"\(expected shape \[2, 3\], dtype float32\)$"),
     ({"w": np.ones((2, 3))}, {}, r"^argument 1 'x' \(monet.input\) has no value"),
     ({"w": np.ones((3, 2))}, {"x": np.ones((2, 3))}, r"^argument 0 'w' \(monet.param\) has shape \[2, 3\]"),
     ({"w": np.ones((2, 3))}, {"x": np.ones((2, 3), complex)}, r"^argument 1 'x' .* element type float32"),

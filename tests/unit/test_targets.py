@@ -336,3 +336,17 @@ def test_core_equality_ignores_id_and_name():
     assert target.cores[0] == target.cores[1] and hash(target.cores[0]) == hash(target.cores[1])
     assert target.cores[0] != target.cores[4]
     assert replace(target.cores[0], clock_hz=2e9) != target.cores[0]
+
+
+def test_stream_cores_get_distinct_names():
+    names = [c.name for c in get_target(str(DATA / "tpu_like_quad_core.yaml")).cores]
+    # four cores from tpu_like.yaml, and simd.yaml, which Stream ships with `name: pooling`
+    assert names == ["tpu_like#0", "tpu_like#1", "tpu_like#2", "tpu_like#3", "pooling", "simd"]
+    for system in sorted(DATA.glob("*.yaml")):
+        names = [c.name for c in get_target(str(system), precision="int8").cores]
+        assert len(set(names)) == len(names), system.name
+
+
+def test_version_option():
+    run = subprocess.run([sys.executable, "-m", "monet_ir.tools.monet", "--version"], capture_output=True, text=True)
+    assert run.returncode == 0 and re.fullmatch(r"monet \S+\n", run.stdout)
