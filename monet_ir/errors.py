@@ -3,13 +3,16 @@
 Command-line tools run their work through `run_reporting_errors`: bad input (a malformed ONNX
 file, an unsupported op, IR that does not verify or parse, a wrong pass option, an invalid target
 description) prints one line per problem on stderr, prefixed by the tool name, and exits 1.
-Anything else is a bug in MONET and keeps its traceback.
+Anything else is a bug in MONET: one line naming the input file, where it happened (the ONNX
+node, the op) and the exception, and exit status 2; `MONET_DEBUG=1` adds the traceback.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -25,6 +28,35 @@ class MonetError(Exception):
 
 class UsageError(MonetError):
     """A command-line option with a value the tool cannot use."""
+
+
+class InternalError(Exception):
+    """An unexpected failure (a bug in MONET), with where it happened: `where` names the file,
+    node or op being processed; `error` is the original exception (its traceback is kept)."""
+
+    def __init__(self, where: str, error: BaseException):
+        self.where = where
+        self.error = error
+        super().__init__(f"{where}: {type(error).__name__}: {_first_line(error)}")
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[0].strip() if lines else "(no message)"
+
+
+@contextmanager
+def internal_errors_at(where: str) -> Iterator[None]:
+    """Label an unexpected exception raised inside the block with `where` (an `InternalError`);
+    input errors and already-labelled failures pass through unchanged."""
+    try:
+        yield
+    except (InternalError, KeyboardInterrupt):
+        raise
+    except expected_errors():
+        raise
+    except Exception as e:  # noqa: BLE001  (a bug: keep it, say where)
+        raise InternalError(where, e) from e
 
 
 def expected_errors() -> tuple[type[BaseException], ...]:
@@ -67,20 +99,35 @@ XDSL_USAGE_ERRORS = ("Unrecognized", "Unknown target", "file extension", "Incomp
                      "pass argument", "Unknown", "not a valid", "expected", "invalid")
 
 
-def run_reporting_errors(tool: str, work: Callable[[], Any]) -> int:
+def run_reporting_errors(tool: str, work: Callable[[], Any], source: str | Callable[[], str] = "") -> int:
+    """Run a tool's work: 0 when it succeeds, 1 (one line per problem) on bad input, 2 (one
+    line) on a bug; `source` (or a function giving it, once known) names the input file for
+    bugs raised outside any labelled place."""
     try:
         work()
     except expected_errors() as e:
         for line in one_line_messages(e):
             print(f"{tool}: error: {line}", file=sys.stderr)
         return 1
-    except ValueError as e:
-        # xDSL reports unknown formats, passes and bad pass options as ValueError; any other
-        # ValueError is a bug in MONET and keeps its traceback
-        if not any(marker in str(e) for marker in XDSL_USAGE_ERRORS):
-            raise
-        print(f"{tool}: error: {one_line_messages(e)[0]}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # noqa: BLE001
+        # xDSL reports unknown formats, passes and bad pass options as ValueError
+        if isinstance(e, ValueError) and any(marker in str(e) for marker in XDSL_USAGE_ERRORS):
+            print(f"{tool}: error: {one_line_messages(e)[0]}", file=sys.stderr)
+            return 1
+        return _report_internal_error(tool, e, source() if callable(source) else source)
     return 0
+
+
+def _report_internal_error(tool: str, error: Exception, source: str) -> int:
+    if os.environ.get("MONET_DEBUG"):
+        import traceback
+
+        traceback.print_exception(error.error if isinstance(error, InternalError) else error)
+    if isinstance(error, InternalError):
+        text = str(error)
+    else:
+        text = f"{source or 'input'}: {type(error).__name__}: {_first_line(error)}"
+    print(f"{tool}: internal error: {text} (a bug in MONET; MONET_DEBUG=1 shows the traceback)", file=sys.stderr)
+    return 2

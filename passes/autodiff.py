@@ -59,6 +59,7 @@ from dialects.base import (
     str_of,
 )
 from monet_ir import graph
+from monet_ir.errors import internal_errors_at
 
 LOSS_OPS = (nn.SoftmaxCrossEntropyOp, nn.MseLossOp)
 
@@ -127,7 +128,9 @@ class Differentiator:
             rule = RULES.get(type(op))
             if rule is None:
                 raise PassFailedException(f"autodiff: no backward rule for {op.name} (node '{graph.op_node(op)}')")
-            for operand, g in zip(op.operands, rule(self, op, dys, wanted), strict=True):
+            with internal_errors_at(f"autodiff of {op.name} (node '{graph.op_node(op)}')"):
+                grads = rule(self, op, dys, wanted)
+            for operand, g in zip(op.operands, grads, strict=True):
                 if g is not None and operand in needs:
                     if g.name_hint is None and operand.name_hint:
                         g.name_hint = f"d_{operand.name_hint}"

@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from monet_ir import graph
-from monet_ir.errors import MonetError
+from monet_ir.errors import MonetError, internal_errors_at
 from monet_ir.frontend.attrs import attr, attrs_of, node_name
 
 # ONNX versions of the default domain whose semantics the converters implement.
@@ -350,32 +350,40 @@ class OnnxImporter:
         if self.ort:
             nodes = ort_training.collapse_decomposed_adam(self, nodes)
         for node in nodes:
-            if isinstance(node, ort_training.FusedNode):
-                try:
-                    node.emit(self)
-                except InputFailed:
-                    pass  # the node that failed first has reported why
-                except Unsupported as e:
-                    self.problem(node.nodes[-1], str(e))
-                continue
-            key = (node.domain if node.domain not in ("", "ai.onnx") else "", node.op_type)
+            onnx_node = node.nodes[-1] if isinstance(node, ort_training.FusedNode) else node
+            with internal_errors_at(f"{self.file}: node '{node_name(onnx_node)}' "
+                                    f"({onnx_node.domain or 'ai.onnx'}::{onnx_node.op_type})"):
+                self._convert_node(node, CONVERTERS, InputFailed, Unsupported)
+
+    def _convert_node(self, node: Any, converters: dict, input_failed: type, unsupported: type) -> None:
+        from monet_ir.frontend import ort_training
+
+        if isinstance(node, ort_training.FusedNode):
             try:
-                if self._try_fold(node):
-                    continue
-                converter = CONVERTERS.get(key)
-                if converter is None:
-                    self.problem(node, "unsupported operator")
-                    self._poison(node)
-                    continue
-                converter(self, node)
-            except InputFailed:
-                self._poison(node)  # the node that failed first has reported why
-            except Unsupported as e:
-                self.problem(node, str(e))
+                node.emit(self)
+            except input_failed:
+                pass  # the node that failed first has reported why
+            except unsupported as e:
+                self.problem(node.nodes[-1], str(e))
+            return
+        key = (node.domain if node.domain not in ("", "ai.onnx") else "", node.op_type)
+        try:
+            if self._try_fold(node):
+                return
+            converter = converters.get(key)
+            if converter is None:
+                self.problem(node, "unsupported operator")
                 self._poison(node)
-            except _MissingData as e:
-                self.problem(node, str(e))
-                self._poison(node)
+                return
+            converter(self, node)
+        except input_failed:
+            self._poison(node)  # the node that failed first has reported why
+        except unsupported as e:
+            self.problem(node, str(e))
+            self._poison(node)
+        except _MissingData as e:
+            self.problem(node, str(e))
+            self._poison(node)
 
     def _poison(self, node: Any) -> None:
         """Give the outputs of a node that failed typed placeholders so later nodes still

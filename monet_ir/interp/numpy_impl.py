@@ -49,8 +49,8 @@ a run is deterministic; the mask is the op's second result.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -87,6 +87,8 @@ class RunResult:
 
     outputs: list[np.ndarray]
     values: dict[SSAValue, np.ndarray] | None = None
+    kept: dict[SSAValue, np.ndarray] = field(default_factory=dict)
+    """The arrays of the values asked for with `keep` (`run_function`)."""
 
 
 # Arrays of nn.constant results are read-only views of the attribute's bytes; so is an output
@@ -107,11 +109,13 @@ def impl(*op_classes: type[Operation]) -> Callable[[Impl], Impl]:
 # ----------------------------------------------------------------------------- driver
 
 
-def run_function(fn: func.FuncOp, args: Sequence[np.ndarray], *, keep_values: bool = False) -> RunResult:
+def run_function(fn: func.FuncOp, args: Sequence[np.ndarray], *, keep_values: bool = False,
+                 keep: Collection[SSAValue] = ()) -> RunResult:
     """Execute `fn` on `args` (one array per block argument) and return its results.
 
     The argument arrays are used as they are (no copy): optimizer ops update them in place.
-    Without `keep_values` each intermediate array is dropped after its last use.
+    Without `keep_values` each intermediate array is dropped after its last use, except the
+    values in `keep`, returned in `RunResult.kept` (e.g. gradients an optimizer op consumes).
     """
     block = fn.body.block
     if len(args) != len(block.args):
@@ -150,8 +154,9 @@ def run_function(fn: func.FuncOp, args: Sequence[np.ndarray], *, keep_values: bo
                     kept[res] = value
         if drops is not None:
             for v in drops.get(index, ()):
-                env.pop(v, None)
-    return RunResult(outputs, kept)
+                if v not in keep:
+                    env.pop(v, None)
+    return RunResult(outputs, kept, {v: env[v] for v in keep if v in env})
 
 
 def _describe(op: Operation) -> str:

@@ -19,7 +19,7 @@ Function arguments are bound by the names of their role attributes (`monet.input
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +150,7 @@ class ModuleRunResult:
     values_by_name: dict[str, np.ndarray]
     values: dict[SSAValue, np.ndarray] | None = None
     ambiguous_names: set[str] = field(default_factory=set)
+    kept: dict[SSAValue, np.ndarray] = field(default_factory=dict)
 
     def value(self, onnx_name: str) -> np.ndarray:
         """The array of an ONNX tensor name, best effort.
@@ -185,11 +186,13 @@ def run_module(
     keep_values: bool = False,
     *,
     state: Mapping[str, Any] | None = None,
+    keep: Collection[SSAValue] = (),
 ) -> ModuleRunResult:
-    """Run the step function of `module` (its first func.func) on arguments bound by name."""
+    """Run the step function of `module` (its first func.func) on arguments bound by name;
+    the arrays of the values in `keep` are returned in `kept`."""
     fn = graph.step_function(module)
     args = bind_arguments(fn, params, inputs, state=state)
-    result: RunResult = run_function(fn, args, keep_values=keep_values)
+    result: RunResult = run_function(fn, args, keep_values=keep_values, keep=keep)
     infos = graph.arg_infos(fn)
     persistent = {info.name: args[info.index] for info in infos if info.persistent}
 
@@ -221,4 +224,4 @@ def run_module(
                 arrays[value] = array
                 add(value.name_hint, value)
     by_name = {name: arrays[value] for name, value in named.items()}
-    return ModuleRunResult(result.outputs, persistent, by_name, result.values, ambiguous)
+    return ModuleRunResult(result.outputs, persistent, by_name, result.values, ambiguous, result.kept)

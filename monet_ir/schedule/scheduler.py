@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from monet_ir.cost.signature import Cost, LoopNestSig
-from monet_ir.errors import MonetError
+from monet_ir.errors import InternalError, MonetError, expected_errors
 from monet_ir.schedule.taskgraph import Task, TaskGraph, TensorInfo
 from targets import Core, Target
 
@@ -222,6 +222,7 @@ class Scheduler:
         # share their options: a graph has far fewer signatures than tasks
         seen: dict[tuple[int, tuple[int, ...]], tuple[dict, dict]] = {}
         for task in self.g.tasks:
+            self.current = task.index
             allowed = self.allowed_cores(task)
             key = (id(task.sig), allowed)
             if task.sig is None:
@@ -264,6 +265,19 @@ class Scheduler:
     # ------------------------------------------------------------------ driver
 
     def run(self) -> Schedule:
+        try:
+            return self._run()
+        except (ScheduleError, InternalError, KeyboardInterrupt):
+            raise
+        except expected_errors():
+            raise
+        except Exception as e:  # noqa: BLE001  (a bug: say which op it was on)
+            task = self.g.tasks[self.current] if self.current is not None else None
+            where = f"op {task.op} (node '{task.node}')" if task is not None else "the scheduler"
+            raise InternalError(where, e) from e
+
+    def _run(self) -> Schedule:
+        self.current: int | None = None
         self.price()
         g = self.g
         self.root_of = [t.root for t in g.tensors]
@@ -287,6 +301,7 @@ class Scheduler:
         tasks, place, pop, push = g.tasks, self.place, heapq.heappop, heapq.heappush
         while heap:
             _, index = pop(heap)
+            self.current = index
             done = place(tasks[index], ready_time[index])
             for s in succ[index]:
                 if done > ready_time[s]:

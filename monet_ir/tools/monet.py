@@ -265,9 +265,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         from monet_ir.explore.cli import run_explore, run_sweep
 
         runner = run_explore if args.command == "explore" else run_sweep
-        sys.exit(run_reporting_errors("monet", lambda: runner(args)))
+        sys.exit(run_reporting_errors("monet", lambda: runner(args), args.model))
     work = (lambda: run_report(args)) if args.command == "report" else run_targets
-    sys.exit(run_reporting_errors("monet", work))
+    sys.exit(run_reporting_errors("monet", work, getattr(args, "model", "")))
 
 
 if __name__ == "__main__":

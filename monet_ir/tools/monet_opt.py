@@ -75,7 +75,16 @@ class MonetOptMain(xDSLOptMain):
 def main(args: Sequence[str] | None = None) -> None:
     from monet_ir.errors import run_reporting_errors
 
-    sys.exit(run_reporting_errors("monet-opt", lambda: MonetOptMain(description=__doc__.splitlines()[0], args=args).run()))
+    tools: list[MonetOptMain] = []
+
+    def work() -> None:
+        tools.append(MonetOptMain(description=__doc__.splitlines()[0], args=args))
+        tools[0].run()
+
+    def source() -> str:
+        return (tools[0].args.input_file or "<stdin>") if tools else "input"
+
+    sys.exit(run_reporting_errors("monet-opt", work, source))
 
 
 if __name__ == "__main__":

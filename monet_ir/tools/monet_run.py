@@ -7,7 +7,8 @@ The pipeline (default `autodiff` for an ONNX model, none for IR) runs in process
 Parameters default to the ONNX initializers; `--params` adds or overrides them (and optimizer
 state by `monet.state` name). `--inputs` gives the data inputs by name (`x`, `labels`, ...).
 
-OUT.npz holds `loss` (the first result), `grad/<param>` for every gradient result, the updated
+OUT.npz holds `loss` (the first result), `grad/<param>` for every gradient result or gradient an
+optimizer op consumes (with `insert-optimizer` in the pipeline), the updated
 `<param>` and `<state>` arrays when the step has optimizer ops, and with `--all-values` every
 ONNX tensor's value `value/<onnx name>` and gradient `grad/<onnx name>` (ONNX inputs only).
 """
@@ -39,11 +40,19 @@ def load_npz(path: str | None, what: str) -> dict[str, Any]:
         return {}
     import numpy as np
 
+    import zipfile
+
     try:
-        with np.load(path, allow_pickle=False) as data:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:  # missing, empty or not an npz file
+        raise UsageError(f"{what} {path}: cannot read npz ({type(e).__name__}: {e})") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise UsageError(f"{what} {path}: a single .npy array, expected an .npz of arrays by name")
+    try:
+        with loaded as data:
             return {k: data[k] for k in data.files}
-    except (OSError, ValueError) as e:
-        raise UsageError(f"{what} {path}: cannot read npz ({e})") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise UsageError(f"{what} {path}: cannot read npz ({type(e).__name__}: {e})") from None
 
 
 def run(args: argparse.Namespace) -> None:
@@ -71,10 +80,11 @@ def run(args: argparse.Namespace) -> None:
     inputs = load_npz(args.inputs, "--inputs")
     grads = apply_pipeline(module, args.passes if args.passes is not None else ("autodiff" if is_onnx else ""))
     module.verify()
-    result = run_module(module, params, inputs, keep_values=args.all_values)
+    fn = step_function(module)
+    consumed = optimizer_gradients(fn)
+    result = run_module(module, params, inputs, keep_values=args.all_values, keep=list(consumed.values()))
 
     out: dict[str, Any] = {}
-    fn = step_function(module)
     res_attrs = fn.res_attrs.data if fn.res_attrs is not None else ()
     for i, array in enumerate(result.outputs):
         attrs = res_attrs[i].data if i < len(res_attrs) else {}
@@ -84,6 +94,9 @@ def run(args: argparse.Namespace) -> None:
             out[f"grad/{attrs['monet.grad'].data}"] = array
         else:
             out[f"output/{i}"] = array
+    for param, gradient in consumed.items():
+        if gradient in result.kept:
+            out.setdefault(f"grad/{param}", result.kept[gradient])
     if any(op.name.startswith("train.") for op in fn.walk()):
         out.update(result.state)
     if args.all_values and result.values is not None:
@@ -95,6 +108,21 @@ def run(args: argparse.Namespace) -> None:
                 out[f"grad/{onnx_name}"] = result.values[g]
     np.savez(args.out, **out)
     print(f"monet-run: wrote {len(out)} arrays to {args.out}" + (f" (loss {float(out['loss']):.6g})" if "loss" in out else ""))
+
+
+def optimizer_gradients(fn: Any) -> dict[str, Any]:
+    """The gradient each optimizer op consumes, by parameter name: after `insert-optimizer` the
+    gradients are no longer results of the step, but OUT.npz still holds them."""
+    from xdsl.ir import BlockArgument
+
+    from monet_ir.graph import arg_infos
+
+    names = {i.index: i.name for i in arg_infos(fn)}
+    found = {}
+    for op in fn.walk():
+        if op.name.startswith("train.") and hasattr(op, "grad") and isinstance(op.param, BlockArgument):
+            found[names.get(op.param.index, f"arg{op.param.index}")] = op.grad
+    return found
 
 
 def apply_pipeline(module: Any, spec: str) -> dict:
@@ -120,7 +148,7 @@ def apply_pipeline(module: Any, spec: str) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    sys.exit(run_reporting_errors("monet-run", lambda: run(args)))
+    sys.exit(run_reporting_errors("monet-run", lambda: run(args), args.model))
 
 
 if __name__ == "__main__":

@@ -65,3 +65,26 @@ def test_adam_step_matches_pytorch(tmp_path, name):
     for p in updated:
         close(out[p], ref[f"adam:{p}"], f"{p} after one Adam step")
         assert out[f"{p}.step"] == 1.0
+
+
+def test_gradients_are_written_with_insert_optimizer(tmp_path):
+    ref = np.load(DATA / "reference" / "mlp_b4.npz")
+    np.savez(tmp_path / "inputs.npz", x=ref["x"], labels=ref["labels"])
+    model = str(DATA / "models" / "mlp_b4.onnx")
+    plain = monet_run(model, "--inputs", str(tmp_path / "inputs.npz"), "--out", str(tmp_path / "plain.npz"))
+    adam = monet_run(model, "-p", "autodiff,insert-optimizer{kind=adam}", "--inputs", str(tmp_path / "inputs.npz"),
+                     "--out", str(tmp_path / "adam.npz"))
+    assert plain.returncode == 0 and adam.returncode == 0, adam.stderr
+    grads, stepped = np.load(tmp_path / "plain.npz"), np.load(tmp_path / "adam.npz")
+    names = [k for k in grads.files if k.startswith("grad/")]
+    assert names and set(names) <= set(stepped.files)
+    for name in names:
+        np.testing.assert_array_equal(stepped[name], grads[name])
+    assert "fc1.weight.exp_avg" in stepped.files
+
+
+def test_an_unreadable_npz_is_bad_input(tmp_path):
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    result = monet_run(str(DATA / "models" / "mlp_b4.onnx"), "--inputs", str(empty), "--out", str(tmp_path / "o.npz"))
+    assert result.returncode == 1 and "cannot read npz" in result.stderr and "Traceback" not in result.stderr
