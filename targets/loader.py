@@ -18,9 +18,9 @@ from dataclasses import replace
 from typing import Any
 
 from .errors import Problems, TargetError
-from .model import Core, Interconnect, Target
+from .model import Core, Dram, Interconnect, Target
 from .own_format import read_own_target
-from .zigzag_format import ZIGZAG_DEFAULT_REASON, read_offchip, read_stream_system, read_zigzag_core
+from .zigzag_format import ZIGZAG_DEFAULT_REASON, cover_every_op, read_offchip, read_stream_system, read_zigzag_core
 
 BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "builtin")
 
@@ -82,8 +82,29 @@ def _single_core_target(data: dict, path: str, problems: Problems, precision: st
     core = read_zigzag_core(data, path, problems, 0, precision)
     if core is None:
         return None
-    return Target(core.name, (core,), None, Interconnect(), (), core.clock_hz, path,
+    if core.array.units <= 0:
+        problems.add("operational_array.sizes", "this core has no compute units (an off-chip memory "
+                     "description, Stream's offchip_core?): it cannot be a target on its own")
+        return None
+    (core,) = cover_every_op([core])
+    dram = _sibling_offchip(path, problems)
+    if dram is not None:
+        core = replace(core, dram=dram)
+    return Target(core.name, (core,), dram, Interconnect(), (), core.clock_hz, path,
                   precision or "int8", "" if precision else ZIGZAG_DEFAULT_REASON)
+
+
+def _sibling_offchip(core_path: str, problems: Problems) -> Dram | None:
+    """The DRAM of a Stream core file used alone: Stream keeps it in `offchip.yaml` beside the
+    core files (its systems name it as `offchip_core`); a ZigZag core that lists its own DRAM
+    level needs none."""
+    path = os.path.join(os.path.dirname(os.path.abspath(core_path)), "offchip.yaml")
+    if os.path.abspath(core_path) == path or not os.path.isfile(path):
+        return None
+    offchip_problems = Problems(path)
+    dram = read_offchip(parse_yaml(path, offchip_problems), path, offchip_problems)
+    problems.extend(offchip_problems)
+    return dram
 
 
 def load_zigzag_core(path: str, core_id: int = 0, precision: str | None = None, kind: str | None = None) -> Core:
@@ -99,7 +120,7 @@ def load_zigzag_core(path: str, core_id: int = 0, precision: str | None = None, 
 
 def target_from_zigzag_core(core_path: str, offchip_path: str | None = None, precision: str | None = None) -> Target:
     """A one-core target from a ZigZag core YAML, with the DRAM of a Stream offchip core file."""
-    core = load_zigzag_core(core_path, precision=precision)
+    (core,) = cover_every_op([load_zigzag_core(core_path, precision=precision)])
     dram = None
     if offchip_path is not None:
         problems = Problems(offchip_path)

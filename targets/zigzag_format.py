@@ -395,7 +395,7 @@ def read_stream_system(
         if unknown:
             problems.add(where, f"unknown core {unknown[0]} in memory sharing group")
         sharing.append(group)
-    cores = [_with_dram(core, dram) for core in _distinct_names(cores, core_files)]
+    cores = [_with_dram(core, dram) for core in cover_every_op(_distinct_names(cores, core_files))]
     return Target(name, tuple(cores), dram, interconnect, tuple(sharing), DEFAULT_CLOCK_HZ, file,
                   precision or "int8", "" if precision else ZIGZAG_DEFAULT_REASON)
 
@@ -421,6 +421,23 @@ def _distinct_names(cores: list[Core], files: list[str]) -> list[Core]:
             name = f"{name}#{seen[name] - 1}"
         named.append(core if name == core.name else replace(core, name=name))
     return named
+
+
+def cover_every_op(cores: list[Core]) -> list[Core]:
+    """Give every op a core: ZigZag and Stream files say what a core is (a MAC array, a SIMD or
+    a pooling unit), not which ops it may run, and a ZigZag user's target is often one MAC
+    array. When no core takes vector ops, the MAC arrays run them (one lane per PE, through
+    their own memories); when no core takes loop nests (a lone SIMD core), every core runs them
+    on its array."""
+    def takes(core: Core, kind: str) -> bool:
+        return kind in core.op_kinds
+
+    if not any(takes(c, "vector") for c in cores):
+        cores = [replace(c, op_kinds=(*c.op_kinds, "vector")) if c.kind == "mac_array" or len(cores) == 1 else c
+                 for c in cores]
+    if not any(takes(c, "loop_nest") for c in cores):
+        cores = [replace(c, op_kinds=("loop_nest", *c.op_kinds)) for c in cores]
+    return cores
 
 
 def _with_dram(core: Core, dram: Dram | None) -> Core:

@@ -6,8 +6,9 @@ the core's top memory (summed when one port serves both, overlapped when reads a
 their own ports), and the slower of the two sets the latency.  Data that does not fit the top
 memory streams from DRAM at the DRAM's bandwidth and energy per bit.
 
-Lanes: all units of a SIMD or pooling array; a MAC array that accepts vector kinds uses its
-widest dimension, since each lane needs its own operands. A pooling array whose dataflow unrolls
+Lanes: all units of the array, one per PE (a MAC array that accepts vector kinds, as the one
+core of a ZigZag file does, included); the memory ports, which must feed every lane its own
+operands, bound the throughput as for any core. A pooling array whose dataflow unrolls
 the window (FX x FY units, e.g. 3x3x8: eight 3x3 windows per cycle) covers a larger window in
 ceil(height / FY) x ceil(width / FX) passes, with the other units (K) working on other outputs:
 a 7x7 global average pool takes 9 passes on a 3x3 array, as ZigZag maps it, not 49/9.
@@ -23,8 +24,6 @@ from .signature import Cost, VectorSig, frozen_mapping
 
 
 def vector_lanes(core: Core) -> int:
-    if core.kind == "mac_array":
-        return max((d.size for d in core.array.dims), default=1)
     return max(1, core.array.units)
 
 

@@ -234,15 +234,22 @@ class Scheduler:
                 continue
             known = seen.get(key)
             if known is None:
+                from monet_ir.cost import CostError
+
                 options = {}
+                refusals = []
                 for c in allowed:
                     core = cores[c]
                     if self.can_run(task.sig, core):
-                        options[c] = self.cost_of(task.sig, core)
+                        try:
+                            options[c] = self.cost_of(task.sig, core)
+                        except CostError as e:  # e.g. no loop order fits this core's memories
+                            refusals.append(str(e))
                 if not options:
                     kind = "loop nest" if isinstance(task.sig, LoopNestSig) else task.sig.kind
                     where = "the allowed cores " + str(list(allowed)) if self.allocation else f"target '{self.target.name}'"
-                    raise ScheduleError(f"no core of {where} can run {task.op} (node '{task.node}', {kind} op)")
+                    why = f": {refusals[0]}" if refusals else ""
+                    raise ScheduleError(f"no core of {where} can run {task.op} (node '{task.node}', {kind} op){why}")
                 known = seen[key] = (options, {c: self.cycles(cost, c) for c, cost in options.items()})
             self.costs.append(known[0])
             self.durations.append(known[1])

@@ -1,0 +1,61 @@
+"""A single ZigZag core file is a target that runs every op: ZigZag's own shipped hardware files
+and Stream's core files, unchanged, price a whole training step (vector ops on the core's own
+array, one lane per PE); a file without compute units is a clear error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SHARED
+from targets import TargetError, get_target
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+ZIGZAG = sorted((DATA / "zigzag_hw").glob("*.yaml"))
+STREAM_CORES = [DATA / "stream_hw" / "cores" / f"{name}.yaml" for name in ("tpu_like", "eyeriss_like", "meta_prototype")]
+LENET = DATA / "models" / "lenet5_b4.onnx"
+
+
+def report(model: Path, target: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "monet_ir.tools.monet", "report", str(model), "--target", str(target),
+                           "--out", str(tmp_path / "out"), "--no-plots", *extra], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("path", ZIGZAG + STREAM_CORES, ids=lambda p: p.name)
+def test_one_core_runs_every_op(path):
+    (core,) = get_target(str(path)).cores
+    assert {"loop_nest", "vector"} <= set(core.op_kinds)
+
+
+@pytest.mark.parametrize("path", [p for p in ZIGZAG if p.stem != "gemm_l1"] + STREAM_CORES, ids=lambda p: p.name)
+def test_training_step_on_a_zigzag_core(path, tmp_path):
+    run = report(LENET, path, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["latency_cycles"] > 0
+
+
+def test_a_core_too_small_for_a_layer_says_which_layer(tmp_path):
+    run = report(LENET, DATA / "zigzag_hw" / "gemm_l1.yaml", tmp_path)
+    if run.returncode == 0:
+        return  # LeNet's layers fit the L1 of gemm_l1
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert "(node '" in run.stderr and "no loop order" in run.stderr
+
+
+def test_a_memory_only_file_is_not_a_target():
+    with pytest.raises(TargetError, match="offchip.yaml: operational_array.sizes: this core has no compute units"):
+        get_target(str(DATA / "stream_hw" / "cores" / "offchip.yaml"))
+
+
+def test_streams_resnet18_inference_on_the_tpu_like_core(tmp_path):
+    model = SHARED / "models" / "stream_resnet18_inference.onnx"
+    if not model.exists():
+        pytest.skip("../shared/models/stream_resnet18_inference.onnx is not present")
+    run = report(model, DATA / "stream_hw" / "cores" / "tpu_like.yaml", tmp_path, "--inference", "--precision", "int8")
+    assert run.returncode == 0, run.stderr
+    layers = json.loads((tmp_path / "out" / "report.json").read_text())["layers"]
+    assert sum(1 for row in layers if row["op"] == "nn.conv") == 20
