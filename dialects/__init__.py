@@ -4,6 +4,7 @@
 - `grad`: backward ops (autodiff, ONNX Runtime gradient ops).
 - `train`: optimizer steps and in-place updates of persistent state.
 - `hw`: cost and schedule attributes (`#hw.cost`, `#hw.sched`).
+- `collective`: communication between chips (all-reduce, reduce-scatter, all-gather, send/recv).
 """
 
 from collections.abc import Callable
@@ -35,6 +36,12 @@ def _hw() -> Dialect:
     return HW
 
 
+def _collective() -> Dialect:
+    from dialects.collective import COLLECTIVE
+
+    return COLLECTIVE
+
+
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     """Our dialects by name, each behind a factory so that loading one is paid only when used."""
-    return {"nn": _nn, "grad": _grad, "train": _train, "hw": _hw}
+    return {"nn": _nn, "grad": _grad, "train": _train, "hw": _hw, "collective": _collective}

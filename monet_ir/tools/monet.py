@@ -10,7 +10,7 @@
                  [--population 64] [--generations 50] [--seed 0] [--jobs N] [--budget BYTES] [--exact]
                  [--search checkpoint|fusion|allocation|all[,...]] [step options of report]
     monet sweep MODEL.onnx --target-template file.yaml [--set PATH=v1,v2,...]... --out DIR
-    monet targets                      # list the built-in targets
+    monet targets                      # list the built-in targets and systems
 
 `report` imports the model, differentiates it and inserts the optimizer (unless `--inference`),
 prices every op on every core of the target, schedules the step and writes `report.json`,
@@ -254,9 +254,13 @@ def run_report(args: argparse.Namespace) -> None:
 
 def run_targets() -> None:
     from targets import list_builtin_targets
+    from targets.system import get_system, list_builtin_systems
 
     for name in list_builtin_targets():
         print(name)
+    for name in list_builtin_systems():
+        system = get_system(name)
+        print(f"{name}  (system: {system.chips} x {system.chip.name}, {system.network.topology})")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

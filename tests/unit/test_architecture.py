@@ -22,7 +22,7 @@ PACKAGES = ("monet_ir", "dialects", "passes", "targets")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("monet_ir/errors.py", "monet_ir/options.py", "monet_ir/precision.py")),
     ("targets", ("targets/",)),
-    ("cost", ("monet_ir/cost/",)),
+    ("cost", ("monet_ir/cost/", "monet_ir/network/")),
     ("IR", ("dialects/", "monet_ir/types.py", "monet_ir/graph.py")),
     ("frontend, analysis", ("monet_ir/frontend/", "monet_ir/analysis/")),
     ("interp, schedule", ("monet_ir/interp/", "monet_ir/schedule/")),
