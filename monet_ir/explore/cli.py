@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from monet_ir.errors import UsageError
+from monet_ir.explore.dispatch import local_cores
 from monet_ir.options import parse_size
 
 
@@ -21,19 +23,73 @@ def step_config(args: argparse.Namespace):
                       optimizer=args.optimizer, lr=args.lr, precision=args.precision, dims=tuple(args.dim))
 
 
+class Terminal:
+    """stderr for a search: the progress bar redrawn on one line when stderr is a terminal (a
+    line per update otherwise, as in a log), other messages on lines of their own."""
+
+    def __init__(self, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.drawn = False
+
+    def bar(self, line: str) -> None:
+        if self.tty:
+            self.stream.write("\r" + line + "\x1b[K")
+            self.drawn = True
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def say(self, text: str) -> None:
+        self.end()
+        print(text, file=self.stream, flush=True)
+
+    def end(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = False
+
+
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-SEARCHES = ("checkpoint", "fusion", "allocation")
-
-
-def local_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the OS has one)."""
+def output_folder(args: argparse.Namespace) -> Path:
+    """--out, or the folder of --resume (they must agree when both are given); created."""
+    if getattr(args, "resume", None):
+        if args.out and Path(args.out).resolve() != Path(args.resume).resolve():
+            raise UsageError(f"--out {args.out} and --resume {args.resume} name different folders (give one)")
+        out = Path(args.resume)
+        if not out.is_dir():
+            raise UsageError(f"--resume {out}: no such folder")
+    elif not args.out:
+        raise UsageError("--out DIR is required (or --resume DIR to continue an interrupted run)")
+    else:
+        out = Path(args.out)
     try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
+    return out
+
+
+@contextmanager
+def backend_session(args: argparse.Namespace, jobs_given: bool) -> Iterator[None]:
+    """Ray started or joined for the block with `--backend ray` (`--jobs`, when given, is the
+    local runtime's CPU count); nothing for the local backend."""
+    if args.backend != "ray":
+        if args.ray_address:
+            raise UsageError("--ray-address needs --backend ray")
+        yield
+        return
+    from monet_ir.explore import dispatch
+
+    with dispatch.ray_session(args.ray_address, args.jobs if jobs_given else None):
+        yield
+
+
+SEARCHES = ("checkpoint", "fusion", "allocation")
 
 
 def parse_search(text: str) -> tuple[bool, bool, bool]:
@@ -49,38 +105,52 @@ def parse_search(text: str) -> tuple[bool, bool, bool]:
 
 
 def run_explore(args: argparse.Namespace) -> None:
-    from monet_ir.explore import ga, milp, outputs
+    from monet_ir.explore import dispatch, ga, milp, outputs
+    from monet_ir.explore import state as saved
     from monet_ir.explore.evaluate import Evaluator
 
     if args.population < 2:
         raise UsageError("--population must be at least 2")
     if args.generations < 0:
         raise UsageError("--generations must be non-negative")
+    jobs_given = args.jobs is not None
     if args.jobs is None:
         args.jobs = local_cores()
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    if args.backend == "ray":
+        dispatch.import_ray()  # one line saying how to install it, before any work
     checkpointing, allocation, fusion = parse_search(args.search)
     budget = parse_size(args.budget, "--budget") if args.budget is not None else None
     objective = "checkpoint" if args.exact else args.objective
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
+    out = output_folder(args)
+    resume = saved.load(out) if args.resume else None
     config = step_config(args)
+    terminal = Terminal()
     start = time.perf_counter()
-    _say(f"[{0.0:6.2f} s] building the training step of {args.model} for {args.target}")
+    terminal.say(f"[{0.0:6.2f} s] building the training step of {args.model} for {args.target}")
     evaluator = Evaluator(config)
     spec = ga.GenomeSpec.of(evaluator, objective, checkpointing, allocation, fusion)
-    _say(f"[{time.perf_counter() - start:6.2f} s] genes: {len(spec.checkpoint)} checkpoint, {len(spec.allocation)} "
-         f"allocation, {len(spec.fusion)} fusion stacks{' + tiles' if spec.fusion else ''}; objective {objective}; "
-         f"population {args.population}, {args.generations} generations, {args.jobs} job(s)")
-    result = ga.run_search(
-        evaluator, objective=objective, population=args.population, generations=args.generations, seed=args.seed,
-        jobs=args.jobs, budget=budget, checkpointing=checkpointing, allocation=allocation, fusion=fusion,
-        progress=_say,
-    )
+    where = "Ray tasks" if args.backend == "ray" else f"{args.jobs} job(s)"
+    terminal.say(f"[{time.perf_counter() - start:6.2f} s] genes: {len(spec.checkpoint)} checkpoint, "
+                 f"{len(spec.allocation)} allocation, {len(spec.fusion)} fusion stacks"
+                 f"{' + tiles' if spec.fusion else ''}; objective {objective}; population {args.population}, "
+                 f"{args.generations} generations, {where}"
+                 + (f"; resuming after generation {resume.generation}" if resume is not None else ""))
+    try:
+        with backend_session(args, jobs_given):
+            result = ga.run_search(
+                evaluator, objective=objective, population=args.population, generations=args.generations,
+                seed=args.seed, jobs=args.jobs, budget=budget, checkpointing=checkpointing, allocation=allocation,
+                fusion=fusion, progress=terminal.bar, backend=args.backend, checkpoint=out, resume=resume,
+                log=out / "search.log",
+            )
+    except KeyboardInterrupt:
+        terminal.say(f"interrupted: the state after the last complete generation is in {out}/{saved.STATE_FILE}; "
+                     f"continue with the same command and --resume {out}")
+        raise
+    finally:
+        terminal.end()
     chosen = outputs.write_search(result, config, out, budget, plots=not args.no_plots)
     lines = [f"MONET exploration: {Path(args.model).name} on {evaluator.target.name} ({objective} objectives)",
              f"  {result.evaluations} evaluations in {result.seconds:.1f} s "
@@ -104,7 +174,8 @@ def run_explore(args: argparse.Namespace) -> None:
     if args.exact:
         lines.append("")
         lines.append(exact_comparison(evaluator, result, budget, out, milp, outputs, args))
-    files = "front.csv, front.json, evaluated.csv, chosen.json" + ("" if args.no_plots else ", pareto.png")
+    files = ("front.csv, front.json, evaluated.csv, chosen.json, search_state.pkl, search.log"
+             + ("" if args.no_plots else ", pareto.png"))
     lines.append("")
     lines.append(f"  wrote {out}/ {files}" + (", milp.json, milp.csv" if args.exact else ""))
     sys.stdout.write("\n".join(lines) + "\n")
@@ -166,14 +237,15 @@ def gap(found: float, optimum: float) -> float:
 
 
 def run_sweep(args: argparse.Namespace) -> None:
-    from monet_ir.explore import sweep
+    from monet_ir.explore import dispatch, sweep
 
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
-    rows = sweep.run(args, out, progress=_say)
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    if args.backend == "ray":
+        dispatch.import_ray()
+    out = output_folder(args)
+    with backend_session(args, jobs_given=args.jobs > 1):
+        rows = sweep.run(args, out, progress=_say)
     sys.stdout.write(sweep.table(rows) + "\n")
     files = "sweep.csv, sweep.json" + ("" if args.no_plots else ", sweep.png")
     sys.stdout.write(f"  wrote {out}/ {files}, designs/\n")

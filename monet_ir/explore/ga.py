@@ -28,8 +28,12 @@ memory-budget plan when a budget is given; all with the default allocation), the
 
 Determinism: `random` is seeded with `seed` before anything is drawn and DEAP's operators use
 `random` only; evaluations are pure functions of the genome, cached by genome, and a
-generation's new genomes are evaluated in a fixed order (serially, or with `multiprocessing`
-workers that each build the step once), so results do not depend on `jobs`.
+generation's new genomes are dispatched in a fixed order and their results taken back in that
+order (`monet_ir.explore.dispatch`: in the process, local worker processes or Ray tasks), so
+results depend neither on `jobs` nor on the backend. A candidate whose evaluation raises is
+recorded as failed with its one-line reason. The state after every generation can be saved and
+a search continued from it (`monet_ir.explore.state`) with the same outcome as an uninterrupted
+one.
 """
 
 from __future__ import annotations
@@ -41,10 +45,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from monet_ir.errors import UsageError
 from monet_ir.explore.evaluate import (
     AllocationGene,
+    ExploreError,
     Candidate,
     CheckpointGene,
     TILE_CHOICES,
@@ -54,6 +61,9 @@ from monet_ir.explore.evaluate import (
     StepConfig,
     tuned_collection,
 )
+
+if TYPE_CHECKING:
+    from monet_ir.explore.state import SearchState
 
 PENALTY = 1e30  # objective value of a candidate that cannot be scheduled
 OBJECTIVES = {
@@ -145,20 +155,16 @@ def seed_genomes(evaluator: Evaluator, spec: GenomeSpec, budget: int | None = No
     return seeds
 
 
-# ---------------------------------------------------------------------- evaluation (serial or pooled)
-
-_WORKER: dict[str, Any] = {}
+# ---------------------------------------------------------------------- evaluation (dispatched)
 
 
-def _init_worker(config: StepConfig) -> None:
-    import gc
+@dataclass(frozen=True)
+class FailedCost:
+    """A checkpoint-objective evaluation that raised: its one-line reason, infinite costs."""
 
-    _WORKER["evaluator"] = Evaluator(config)
-    gc.freeze()  # the worker's step and caches (see tuned_collection), for the worker's life
-
-
-def _evaluate_in_worker(job: tuple[str, Candidate]) -> Any:
-    return evaluate_candidate(_WORKER["evaluator"], *job)
+    error: str
+    recompute_cycles: float = math.inf
+    saved_bytes: float = math.inf
 
 
 def evaluate_candidate(evaluator: Evaluator, objective: str, candidate: Candidate) -> Any:
@@ -167,8 +173,15 @@ def evaluate_candidate(evaluator: Evaluator, objective: str, candidate: Candidat
     return evaluator.evaluate(candidate)
 
 
+def failed_evaluation(objective: str, reason: str) -> Any:
+    """The record of a candidate whose evaluation raised (kept in the archive, never on the front)."""
+    return FailedCost(reason) if objective == "checkpoint" else Evaluation.failed(reason)
+
+
 def raw_objectives(objective: str, result: Any) -> tuple[float, ...]:
     if objective == "checkpoint":
+        if getattr(result, "error", ""):
+            return (PENALTY, PENALTY)
         return (float(result.recompute_cycles), float(result.saved_bytes))
     assert isinstance(result, Evaluation)
     if result.error:
@@ -176,30 +189,122 @@ def raw_objectives(objective: str, result: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in result.objectives)
 
 
-class Population:
-    """Evaluates genomes once each (cache by genome), serially or in a worker pool."""
+@dataclass
+class ExploreWork:
+    """What a worker evaluates candidates with (see `dispatch.Work`): the step's options and, for
+    workers on other machines, the model and target files (`shipped_files`)."""
 
-    def __init__(self, evaluator: Evaluator, spec: GenomeSpec, objective: str, jobs: int = 1):
+    config: StepConfig
+    objective: str
+    files: tuple[tuple[str, str, bytes], ...] = ()  # (role, path relative to its root, content)
+    key: str = ""
+
+    def build(self) -> Evaluator:
+        return Evaluator(materialize(self.config, self.files, self.key))
+
+    def run(self, evaluator: Evaluator, candidate: Candidate) -> Any:
+        return evaluate_candidate(evaluator, self.objective, candidate)
+
+    def failed(self, candidate: Candidate, reason: str) -> Any:
+        return failed_evaluation(self.objective, reason)
+
+
+MAX_SHIPPED_BYTES = 256 * 2**20
+
+
+def shipped_files(config: StepConfig) -> tuple[tuple[str, str, bytes], ...]:
+    """The model file, and a target given as a file with the YAML files under its folder (the
+    core files a Stream description names), for workers that do not share this file system."""
+    from pathlib import Path
+
+    files = [("model", Path(config.model).name, Path(config.model).read_bytes())]
+    target = Path(config.target)
+    if target.suffix in (".yaml", ".yml") and target.is_file():
+        root = target.parent
+        names = sorted({target, *(p for p in root.glob("*.y*ml")), *(p for p in root.glob("*/*.y*ml"))})
+        for path in names:
+            if path.is_file():
+                files.append(("target", str(path.relative_to(root)), path.read_bytes()))
+    if sum(len(f[2]) for f in files) > MAX_SHIPPED_BYTES:
+        raise ExploreError(f"{config.model}: the model and target files exceed {MAX_SHIPPED_BYTES >> 20} MiB; "
+                           f"Ray workers cannot be sent them")
+    return tuple(files)
+
+
+def work_key(config: StepConfig, objective: str, files: Sequence[tuple[str, str, bytes]]) -> str:
+    import hashlib
+
+    digest = hashlib.sha256(repr((config, objective)).encode())
+    for role, name, content in files:
+        digest.update(f"{role}:{name}:{len(content)}:".encode())
+        digest.update(content)
+    return digest.hexdigest()[:20]
+
+
+def materialize(config: StepConfig, files: Sequence[tuple[str, str, bytes]], key: str) -> StepConfig:
+    """`config` with its model and target paths pointing at copies of the shipped files, where
+    this machine does not have the same files at the same paths."""
+    import dataclasses
+    import tempfile
+    from pathlib import Path
+
+    def same(path: Path, content: bytes) -> bool:
+        try:
+            return path.stat().st_size == len(content) and path.read_bytes() == content
+        except OSError:
+            return False
+
+    model = [(name, content) for role, name, content in files if role == "model"]
+    target = [(name, content) for role, name, content in files if role == "target"]
+    folder = Path(tempfile.gettempdir()) / f"monet-explore-{key or 'work'}"
+    changes = {}
+    if model and not same(Path(config.model), model[0][1]):
+        path = folder / "model" / model[0][0]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(model[0][1])
+        changes["model"] = str(path)
+    target_path = Path(config.target)
+    target_name = target_path.name
+    if target and not (same(target_path, dict(target).get(target_name, b"")) and
+                       all(same(target_path.parent / name, content) for name, content in target)):
+        for name, content in target:
+            path = folder / "target" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+        changes["target"] = str(folder / "target" / target_name)
+    return dataclasses.replace(config, **changes) if changes else config
+
+
+class Population:
+    """Evaluates genomes once each (cache by genome) through a backend (`dispatch`): in this
+    process, on local worker processes or as Ray tasks; results in genome order."""
+
+    def __init__(self, evaluator: Evaluator, spec: GenomeSpec, objective: str, jobs: int = 1,
+                 backend: str = "local"):
+        from monet_ir.explore import dispatch
+
         self.evaluator = evaluator
         self.spec = spec
         self.objective = objective
         self.results: dict[tuple[int, ...], Any] = {}
         self.order: list[tuple[int, ...]] = []  # genomes in evaluation order
-        self.pool = None
         self.jobs = max(1, jobs)
         self.seconds = 0.0
-        if self.jobs > 1:
-            import multiprocessing
-
-            methods = multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-            self.pool = ctx.Pool(self.jobs, initializer=_init_worker, initargs=(evaluator.config,))
+        if backend == "ray":
+            files = shipped_files(evaluator.config)
+            work = ExploreWork(evaluator.config, objective, files, work_key(evaluator.config, objective, files))
+            self.backend = dispatch.RayBackend(work)
+        elif backend == "local":
+            work = ExploreWork(evaluator.config, objective)
+            self.backend = dispatch.LocalBackend(work, self.jobs, state=evaluator)
+        else:
+            raise ValueError(f"unknown backend '{backend}' (expected local or ray)")
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-            self.pool.join()
-            self.pool = None
+        self.backend.close()
+
+    def workers_alive(self) -> int:
+        return self.backend.workers_alive()
 
     def evaluate(self, genomes: Sequence[tuple[int, ...]]) -> int:
         """Evaluate the genomes not seen yet; returns how many were new."""
@@ -212,12 +317,7 @@ class Population:
         if not new:
             return 0
         start = time.perf_counter()
-        jobs = [(self.objective, self.spec.decode(g)) for g in new]
-        if self.pool is None:
-            results = [evaluate_candidate(self.evaluator, *job) for job in jobs]
-        else:
-            chunk = max(1, math.ceil(len(jobs) / (self.jobs * 4)))
-            results = self.pool.map(_evaluate_in_worker, jobs, chunksize=chunk)
+        results = self.backend.map([self.spec.decode(g) for g in new])
         self.seconds += time.perf_counter() - start
         for g, r in zip(new, results, strict=True):
             self.results[g] = r
@@ -260,6 +360,8 @@ class SearchResult:
                 row["error"] = result.error
         else:
             row = {"recompute_cycles": result.recompute_cycles, "saved_bytes": result.saved_bytes}
+            if getattr(result, "error", ""):
+                row["error"] = result.error
         row["recompute"] = list(candidate.recompute)
         row["allocation"] = {node: list(cores) for node, cores in candidate.allocation}
         if self.spec.fusion:
@@ -272,7 +374,7 @@ class SearchResult:
     def feasible(self, genome: tuple[int, ...], budget: int | None) -> bool:
         result = self.results[genome]
         if self.objective == "checkpoint":
-            return budget is None or result.saved_bytes <= budget
+            return not getattr(result, "error", "") and (budget is None or result.saved_bytes <= budget)
         if result.error or not result.fits:
             return False
         return budget is None or result.peak_memory_bytes <= budget
@@ -337,9 +439,20 @@ def run_search(
     mutpb: float = 1.0,
     greedy_seed: bool = True,
     progress: Callable[[str], None] | None = None,
+    backend: str = "local",
+    checkpoint: Path | None = None,
+    resume: SearchState | None = None,
+    log: Path | None = None,
+    stop_after: int | None = None,
 ) -> SearchResult:
-    """Run NSGA-II; see the module docstring."""
+    """Run NSGA-II; see the module docstring. `backend`: `local` (`jobs` processes) or `ray`
+    (Ray must be initialized). `checkpoint`: a folder the search state is saved to after every
+    generation (`monet_ir.explore.state`); `resume`: a saved state to continue from (its settings
+    must match these); `log`: a file that gets one line per generation; `stop_after`: stop
+    after that generation as if interrupted (raises `SearchInterrupted`; tests)."""
     from deap import base, tools
+
+    from monet_ir.explore import state as saved
 
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective '{objective}' (expected {', '.join(OBJECTIVES)})")
@@ -349,8 +462,14 @@ def run_search(
     seeds = seed_genomes(evaluator, spec, budget, objective, greedy_seed)
     sizes = spec.sizes
     rng_state = random.getstate()
-    random.seed(seed)
     mu = max(4, 4 * math.ceil(population / 4))
+    settings = search_settings(evaluator, spec, objective=objective, population=mu, seed=seed, budget=budget,
+                               cxpb=cxpb, mutpb=mutpb, greedy_seed=greedy_seed)
+    if resume is not None:
+        saved.check(resume, settings, checkpoint or "")
+        if resume.generation > generations:
+            raise UsageError(f"--resume {checkpoint or ''}: the saved search has run {resume.generation} generations, "
+                             f"more than --generations {generations}")
 
     class Fitness(base.Fitness):
         weights = (-1.0,) * len(names)
@@ -360,7 +479,8 @@ def run_search(
             super().__init__(genes)
             self.fitness = Fitness()
 
-    pop_eval = Population(evaluator, spec, objective, jobs)
+    pop_eval = Population(evaluator, spec, objective, jobs, backend)
+    previous_seconds = 0.0
 
     def fitness_of(genome: tuple[int, ...]) -> tuple[float, ...]:
         values = raw_objectives(objective, pop_eval.results[genome])
@@ -385,17 +505,49 @@ def run_search(
             if n > 1 and random.random() < p:
                 ind[i] = random.choice([v for v in range(n) if v != ind[i]])
 
+    def save(gen: int) -> None:
+        if checkpoint is None:
+            return
+        saved.save(saved.SearchState(
+            settings=settings, generation=gen,
+            population=[(tuple(i), getattr(i.fitness, "crowding_dist", 0.0)) for i in pop],
+            random_state=random.getstate(), results=pop_eval.results, order=pop_eval.order, seeds=seeds,
+            history=history, eval_seconds=pop_eval.seconds,
+            seconds=previous_seconds + time.perf_counter() - start), checkpoint)
+
+    report = _Progress(progress, log, generations, names, pop_eval, start)
     try:
-        initial = [Individual(g) for g in seeds.values()]
-        while len(initial) < mu:
-            initial.append(Individual(random_genome()))
-        initial = initial[:mu]
-        assign(initial)
-        pop = tools.selNSGA2(initial, mu) if len(spec) else initial
-        history = []
-        report = _Progress(progress, generations)
-        report.step(0, pop_eval, pop, names, start)
-        for gen in range(1, generations + 1 if len(spec) else 1):
+        if resume is None:
+            random.seed(seed)
+            initial = [Individual(g) for g in seeds.values()]
+            while len(initial) < mu:
+                initial.append(Individual(random_genome()))
+            initial = initial[:mu]
+            assign(initial)
+            pop = tools.selNSGA2(initial, mu) if len(spec) else initial
+            history: list[dict[str, Any]] = []
+            first = 1
+            save(0)
+            report.step(0, pop)
+        else:
+            pop_eval.results = dict(resume.results)
+            pop_eval.order = list(resume.order)
+            pop_eval.seconds = resume.eval_seconds
+            previous_seconds = resume.seconds
+            report.resumed(len(pop_eval.results))
+            random.setstate(resume.random_state)
+            pop = []
+            for genome, crowding in resume.population:
+                ind = Individual(genome)
+                ind.fitness.values = fitness_of(genome)
+                ind.fitness.crowding_dist = crowding
+                pop.append(ind)
+            history = list(resume.history)
+            first = resume.generation + 1
+            report.step(resume.generation, pop, resumed=True)
+        for gen in range(first, generations + 1 if len(spec) else 1):
+            if stop_after is not None and gen > stop_after:
+                raise SearchInterrupted(gen - 1)
             parents = tools.selTournamentDCD(pop, mu)
             offspring = [Individual(p) for p in parents]
             for a, b in zip(offspring[::2], offspring[1::2], strict=True):
@@ -408,36 +560,97 @@ def run_search(
             pop = tools.selNSGA2(pop + offspring, mu)
             history.append({"generation": gen, "evaluations": len(pop_eval.results),
                             "best": list(min(raw_objectives(objective, pop_eval.results[tuple(i)]) for i in pop))})
-            report.step(gen, pop_eval, pop, names, start)
+            save(gen)
+            report.step(gen, pop)
     finally:
+        report.close()
         pop_eval.close()
         random.setstate(rng_state)
     all_points = {g: raw_objectives(objective, r) for g, r in pop_eval.results.items()}
     return SearchResult(
         spec=spec, objective=objective, names=names, results=pop_eval.results, order=pop_eval.order,
         seeds=seeds, front=pareto_front(all_points), final_population=[tuple(i) for i in pop],
-        evaluations=len(pop_eval.results), eval_seconds=pop_eval.seconds, seconds=time.perf_counter() - start,
-        budget=budget, history=history,
+        evaluations=len(pop_eval.results), eval_seconds=pop_eval.seconds,
+        seconds=previous_seconds + time.perf_counter() - start, budget=budget, history=history,
     )
 
 
+class SearchInterrupted(Exception):
+    """`run_search(stop_after=k)` stopped after generation k (its state is saved)."""
+
+    def __init__(self, generation: int):
+        super().__init__(f"search stopped after generation {generation}")
+        self.generation = generation
+
+
+def search_settings(evaluator: Evaluator, spec: GenomeSpec, **options: Any) -> dict[str, Any]:
+    """What a resumed search must share with the saved one: the options, the genome, the step's
+    options (the model file by content, not by path)."""
+    import dataclasses
+    import hashlib
+    from pathlib import Path
+
+    step = dataclasses.asdict(evaluator.config)
+    model = step.pop("model")
+    try:
+        step["model_sha256"] = hashlib.sha256(Path(model).read_bytes()).hexdigest()
+    except OSError:
+        step["model_sha256"] = model
+    return {**options, "step": step, "genes": spec}
+
+
 class _Progress:
-    """A one-line text progress bar per generation on stderr."""
+    """The search's progress: one bar line per generation for the terminal (`sink`) and one line
+    per generation appended to `log` (generations, evaluations, evaluations per second in this
+    run, the best first objective of the population, workers alive)."""
 
-    def __init__(self, sink: Callable[[str], None] | None, generations: int):
+    def __init__(self, sink: Callable[[str], None] | None, log: Path | None, generations: int,
+                 names: Sequence[str], pop_eval: Population, start: float):
         self.sink = sink
+        self.log = log.open("a") if log is not None else None
         self.generations = max(1, generations)
+        self.names = names
+        self.pop_eval = pop_eval
+        self.start = start
+        self.first_evaluations = 0
 
-    def step(self, gen: int, pop_eval: Population, pop, names, start: float) -> None:
-        if self.sink is None:
+    def resumed(self, evaluations: int) -> None:
+        self.first_evaluations = evaluations
+        if self.log is not None:
+            self._write(f"resumed with {evaluations} evaluations")
+
+    def _write(self, text: str) -> None:
+        import datetime
+
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert self.log is not None
+        self.log.write(f"{stamp} {text}\n")
+        self.log.flush()
+
+    def step(self, gen: int, pop, resumed: bool = False) -> None:
+        if self.sink is None and self.log is None:
             return
-        width = 24
-        done = int(width * gen / self.generations)
+        pop_eval = self.pop_eval
+        evaluations = len(pop_eval.results)
+        elapsed = time.perf_counter() - self.start
+        rate = (evaluations - self.first_evaluations) / elapsed if elapsed > 0 else 0.0
         best = min(raw_objectives(pop_eval.objective, pop_eval.results[tuple(i)]) for i in pop)
-        elapsed = time.perf_counter() - start
-        per = pop_eval.seconds / max(1, len(pop_eval.results)) * 1e3
-        self.sink(f"[{'#' * done}{'.' * (width - done)}] gen {gen}/{self.generations}  "
-                  f"evals {len(pop_eval.results)}  {per:.0f} ms/eval  best {names[0]} {best[0]:,.0f}  {elapsed:.1f} s")
+        best_text = f"{best[0]:,.0f}" if best[0] < PENALTY else "none"
+        workers = pop_eval.workers_alive()
+        if self.sink is not None:
+            width = 24
+            done = int(width * min(gen, self.generations) / self.generations)
+            self.sink(f"[{'#' * done}{'.' * (width - done)}] gen {gen}/{self.generations}  evals {evaluations} "
+                      f"({rate:.1f}/s)  best {self.names[0]} {best_text}  workers {workers}  {elapsed:.1f} s"
+                      + ("  (resumed)" if resumed else ""))
+        if self.log is not None:
+            self._write(f"generation {gen}/{self.generations} evaluations {evaluations} evals_per_s {rate:.2f} "
+                        f"best_{self.names[0]} {best[0]:.6g} workers {workers} elapsed_s {elapsed:.1f}")
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
+            self.log = None
 
 
 def stderr_progress(line: str) -> None:

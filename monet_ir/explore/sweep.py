@@ -23,6 +23,11 @@ processing units of every core's array and `sram_bytes` the on-chip memory of ev
 level counted once per instance (an instance per array unit, divided by the sizes of the
 `served_dims` it is shared along). A design that does not load or cannot run the step gets an
 `error` instead.
+
+Designs are evaluated in batches through a backend (`monet_ir.explore.dispatch`: in the process
+with `--jobs 1`, local worker processes, or Ray tasks with the task graph shipped once), rows
+kept in design order; `sweep.csv` is rewritten after every batch, and `--resume DIR` skips the
+designs already in it (checked to be the same grid points).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import json
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -160,17 +166,82 @@ def area_figures(target) -> dict[str, float]:
     return {"macs": macs, "sram_bytes": int(sram), "area_proxy": macs + int(sram)}
 
 
+METRICS = ("macs", "sram_bytes", "area_proxy", "latency_cycles", "latency_s", "energy_pj", "peak_memory_bytes",
+           "dram_peak_bytes", "fits", "error")
+
+
+@dataclass
+class SweepWork:
+    """What a worker needs to evaluate designs (see `dispatch.Work`): the step's task graph
+    (built once, shipped once) and the precision options. An item is (k, path, data): the
+    design's YAML file (used where it exists) and its content (written to a temporary file
+    where it does not, on a Ray worker of another machine)."""
+
+    graph: Any
+    precision: str | None
+    requested: str | None
+    key: str = "sweep"
+
+    def build(self) -> None:
+        return None
+
+    def run(self, state: None, item: tuple[int, str, dict[str, Any]]) -> dict[str, Any]:
+        from monet_ir.emit.step_report import schedule_report
+        from monet_ir.schedule.scheduler import ScheduleError, schedule
+        from targets import TargetError, get_target
+        from targets.precision_choice import choose_precision
+
+        k, path, data = item
+        row: dict[str, Any] = {}
+        try:
+            target = get_target(design_file(path, data), precision=self.precision)
+            choose_precision(target, self.requested)  # every core of this design must run it
+            row.update(area_figures(target))
+            report = schedule_report(schedule(self.graph, target))
+        except (TargetError, ScheduleError) as e:
+            row["error"] = str(e).strip().splitlines()[0]
+            return row
+        except Exception as e:  # noqa: BLE001  (a cost-model problem of one design must not end the sweep)
+            row["error"] = f"{type(e).__name__}: {e}"
+            return row
+        peaks = report["memory"]["peak_bytes"]
+        capacity = report["memory"]["capacity_bytes"]
+        dram = target.dram.name if target.dram is not None else "dram"
+        row.update({
+            "latency_cycles": report["latency_cycles"], "latency_s": report["latency_s"],
+            "energy_pj": report["energy_pj"], "peak_memory_bytes": sum(peaks.values()),
+            "dram_peak_bytes": peaks.get(dram, 0),
+            "fits": all(peaks[m] <= capacity.get(m, math.inf) for m in peaks),
+        })
+        return row
+
+    def failed(self, item: Any, reason: str) -> dict[str, Any]:
+        return {"error": reason}
+
+
+def design_file(path: str, data: dict[str, Any]) -> str:
+    """`path` if this machine has it, else a temporary copy of `data` with the same name."""
+    if Path(path).is_file():
+        return path
+    import tempfile
+
+    import yaml
+
+    folder = Path(tempfile.mkdtemp(prefix="monet-sweep-"))
+    copy_path = folder / Path(path).name
+    copy_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(copy_path)
+
+
 def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) -> list[dict[str, Any]]:
     import yaml
 
     from monet_ir import graph as ir_graph
-    from monet_ir.emit.step_report import schedule_report
+    from monet_ir.explore import dispatch
     from monet_ir.explore.evaluate import StepConfig, build_step
     from monet_ir.precision import PRECISION_BITS
-    from monet_ir.schedule.scheduler import ScheduleError, schedule
     from monet_ir.schedule.taskgraph import extract
-    from targets import TargetError, builtin_target_path, get_target
-    from targets.precision_choice import choose_precision
+    from targets import builtin_target_path
 
     # a built-in target's name stands for its YAML, a ready template
     template_path = builtin_target_path(args.target_template) or args.target_template
@@ -184,8 +255,11 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
     if not isinstance(template, dict) or not isinstance(template.get("cores"), list):
         raise UsageError(f"--target-template {args.target_template}: expected a target in MONET's format (cores: a list)")
     params = parameters(template, args.set)
+    names = [p for p, _ in params]
     grid = list(designs(template, params))
-    progress(f"{len(grid)} designs over {', '.join(p for p, _ in params)}")
+    done = read_done(out, grid, names) if getattr(args, "resume", None) else {}
+    progress(f"{len(grid)} designs over {', '.join(names)}"
+             + (f"; {len(done)} already in {out / 'sweep.csv'}, skipped" if done else ""))
     config = StepConfig(model=args.model, target="", loss=args.loss, labels=args.labels, optimizer=args.optimizer,
                         lr=args.lr, precision=args.precision, dims=tuple(args.dim))
     module = build_step(config)
@@ -201,54 +275,108 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
     folder = out / "designs"
     folder.mkdir(parents=True, exist_ok=True)
     name = str(template.get("name", "design"))
-    rows = []
+    items = []
     for k, (settings, data) in enumerate(grid):
         data["name"] = f"{name}_d{k}"
         path = folder / f"design_{k}.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))
-        row: dict[str, Any] = {"design": k, **settings}
-        try:
-            target = get_target(str(path), precision=args.precision)
-            choose_precision(target, requested)  # every core of this design must run it
-            row.update(area_figures(target))
-            report = schedule_report(schedule(graph, target))
-        except (TargetError, ScheduleError) as e:
-            row["error"] = str(e).strip().splitlines()[0]
-            progress(f"design {k}: {row['error']}")
-            rows.append(row)
-            continue
-        except Exception as e:  # noqa: BLE001  (a cost-model problem of one design must not end the sweep)
-            row["error"] = f"{type(e).__name__}: {e}"
-            progress(f"design {k}: {row['error']}")
-            rows.append(row)
-            continue
-        peaks = report["memory"]["peak_bytes"]
-        capacity = report["memory"]["capacity_bytes"]
-        dram = target.dram.name if target.dram is not None else "dram"
-        row.update({
-            "latency_cycles": report["latency_cycles"], "latency_s": report["latency_s"],
-            "energy_pj": report["energy_pj"], "peak_memory_bytes": sum(peaks.values()),
-            "dram_peak_bytes": peaks.get(dram, 0),
-            "fits": all(peaks[m] <= capacity.get(m, math.inf) for m in peaks),
-        })
-        progress(f"design {k}/{len(grid)}: {settings} -> {report['latency_cycles']:,} cycles, "
-                 f"{report['energy_pj'] / 1e9:.4g} mJ")
-        rows.append(row)
-    write(rows, out, plots=not args.no_plots, params=[p for p, _ in params])
+        if k not in done:
+            items.append((k, str(path), data))
+    work = SweepWork(graph, args.precision, requested)
+    backend_name = getattr(args, "backend", "local")
+    jobs = getattr(args, "jobs", 1)
+    backend = dispatch.RayBackend(work) if backend_name == "ray" else dispatch.LocalBackend(work, jobs)
+    rows_by_design: dict[int, dict[str, Any]] = dict(done)
+    batch = 1 if backend_name == "local" and jobs == 1 else max(8, 4 * jobs)
+    try:
+        for first in range(0, len(items), batch):
+            part = items[first:first + batch]
+            for (k, _, _), metrics in zip(part, backend.map(part), strict=True):
+                settings = grid[k][0]
+                row = {"design": k, **settings, **metrics}
+                rows_by_design[k] = row
+                if "error" in row:
+                    progress(f"design {k}: {row['error']}")
+                else:
+                    progress(f"design {k}/{len(grid)}: {settings} -> {row['latency_cycles']:,} cycles, "
+                             f"{row['energy_pj'] / 1e9:.4g} mJ")
+            # the CSV holds every design evaluated so far: an interrupted sweep resumes from it
+            write_csv([rows_by_design[k] for k in sorted(rows_by_design)], out / "sweep.csv", names)
+    finally:
+        backend.close()
+    rows = [rows_by_design[k] for k in range(len(grid))]
+    write(rows, out, plots=not args.no_plots, params=names)
     return rows
 
 
-def write(rows: list[dict[str, Any]], out: Path, plots: bool, params: list[str]) -> None:
-    columns: list[str] = []
+def read_done(out: Path, grid: list[tuple[dict[str, Any], dict[str, Any]]], params: list[str]) -> dict[int, dict[str, Any]]:
+    """The designs already in `out/sweep.csv` (a resumed sweep skips them), as rows with their
+    values typed again; each must be the same point of the grid."""
+    path = out / "sweep.csv"
+    if not path.is_file():
+        return {}
+    done: dict[int, dict[str, Any]] = {}
+    with path.open(newline="") as f:
+        for line, raw in enumerate(csv.DictReader(f), start=2):
+            try:
+                k = int(raw.get("design") or "")
+            except ValueError:
+                raise UsageError(f"--resume {out}: {path.name} line {line}: no design number") from None
+            if not 0 <= k < len(grid):
+                raise UsageError(f"--resume {out}: {path.name} line {line}: design {k} is not in this grid "
+                                 f"of {len(grid)} designs")
+            settings = grid[k][0]
+            for param in params:
+                if raw.get(param) != str(settings[param]):
+                    raise UsageError(f"--resume {out}: {path.name} line {line}: design {k} has {param}="
+                                     f"{raw.get(param)}, this grid {settings[param]}")
+            row: dict[str, Any] = {"design": k, **settings}
+            for key, text in raw.items():
+                if key not in row and key is not None and text not in ("", None):
+                    row[key] = text if key == "error" else _typed(text)
+            done[k] = row
+    return done
+
+
+def _typed(text: str) -> Any:
+    """A CSV cell back to the value written (str() of an int, float or bool; else the text)."""
+    if text in ("True", "False"):
+        return text == "True"
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def columns_of(rows: list[dict[str, Any]], params: list[str]) -> list[str]:
+    """design, the parameters, the figures in a fixed order, then anything else."""
+    present = {key for row in rows for key in row}
+    columns = ["design", *params, *(m for m in METRICS if m in present)]
     for row in rows:
         for key in row:
             if key not in columns:
                 columns.append(key)
-    with (out / "sweep.csv").open("w", newline="") as f:
+    return columns
+
+
+def write_csv(rows: list[dict[str, Any]], path: Path, params: list[str]) -> None:
+    """sweep.csv, replaced atomically."""
+    import os
+
+    columns = columns_of(rows, params)
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(columns)
         for row in rows:
             writer.writerow([row.get(c, "") for c in columns])
+    os.replace(temporary, path)
+
+
+def write(rows: list[dict[str, Any]], out: Path, plots: bool, params: list[str]) -> None:
+    write_csv(rows, out / "sweep.csv", params)
     (out / "sweep.json").write_text(json.dumps({"parameters": params, "designs": rows}, indent=1) + "\n")
     if plots:
         plot(rows, out / "sweep.png")

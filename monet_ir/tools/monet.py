@@ -9,7 +9,9 @@
     monet explore MODEL.onnx --target NAME|file.yaml --out DIR [--objective schedule|checkpoint]
                  [--population 64] [--generations 50] [--seed 0] [--jobs N] [--budget BYTES] [--exact]
                  [--search checkpoint|fusion|allocation|all[,...]] [step options of report]
+                 [--backend local|ray] [--ray-address auto|ray://HOST:PORT] [--resume DIR]
     monet sweep MODEL.onnx --target-template file.yaml [--set PATH=v1,v2,...]... --out DIR
+                 [--jobs N] [--backend local|ray] [--ray-address ADDR] [--resume DIR]
     monet targets                      # list the built-in targets and systems
 
 `report` imports the model, differentiates it and inserts the optimizer (unless `--inference`),
@@ -91,7 +93,7 @@ def add_explore_parsers(sub: Any) -> None:
     explore = sub.add_parser("explore", help="genetic search over checkpointing, core allocation and fusion")
     explore.add_argument("model", help="ONNX model")
     explore.add_argument("--target", required=True, help="built-in target name or target YAML")
-    explore.add_argument("--out", required=True, help="output directory")
+    explore.add_argument("--out", help="output directory (required unless --resume DIR)")
     explore.add_argument("--objective", default="schedule", choices=["schedule", "checkpoint"],
                          help="schedule: latency, energy, peak memory of the scheduled step; checkpoint: "
                               "recompute cycles and saved-activation bytes (the MILP's model)")
@@ -107,15 +109,29 @@ def add_explore_parsers(sub: Any) -> None:
     explore.add_argument("--search", default="all", metavar="checkpoint|fusion|allocation|all[,...]",
                          help="the decisions searched (default all; several separated by commas, e.g. "
                               "checkpoint,allocation for a layer-by-layer search)")
+    _dispatch_options(explore, "search")
     _step_options(explore)
     sweep = sub.add_parser("sweep", help="the training step on a grid of hardware parameters")
     sweep.add_argument("model", help="ONNX model")
     sweep.add_argument("--target-template", required=True, help="target YAML in MONET's format, or a built-in target's name")
     sweep.add_argument("--set", action="append", default=[], metavar="PATH=V1,V2,...",
                        help="a swept parameter: a dotted path into the template and its values")
-    sweep.add_argument("--out", required=True, help="output directory")
+    sweep.add_argument("--out", help="output directory (required unless --resume DIR)")
     sweep.add_argument("--checkpoint", default="store-all", metavar="POLICY", help="as in report")
+    sweep.add_argument("--jobs", type=int, default=1, help="designs evaluated at once (local worker processes)")
+    _dispatch_options(sweep, "sweep")
     _step_options(sweep)
+
+
+def _dispatch_options(p: argparse.ArgumentParser, what: str) -> None:
+    """Where the evaluations of a search or sweep run, and how an interrupted one continues."""
+    p.add_argument("--backend", default="local", choices=["local", "ray"],
+                   help="local: --jobs worker processes on this machine; ray: Ray tasks (pip install -e '.[ray]')")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="with --backend ray: auto or ray://HOST:PORT joins a running cluster (default: start a "
+                        "local Ray runtime)")
+    p.add_argument("--resume", metavar="DIR",
+                   help=f"continue the interrupted {what} in DIR (its output folder; same options otherwise)")
 
 
 class Progress:
