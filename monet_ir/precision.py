@@ -199,9 +199,18 @@ class PrecisionPolicy:
 
 def parse_precision(text: str, block: int = 32, group: str = "vector") -> PrecisionPolicy:
     """A policy from `--precision` text: one format name (every class) or `class=name,...`
-    (classes left out take fp32)."""
+    (classes left out take fp32); `;mx-block=K;mx-group=G` may follow (`PrecisionPolicy.spec`)."""
+    text, *extras = (text or "").strip().split(";")
+    for extra in extras:
+        key, sep, value = (p.strip() for p in extra.partition("="))
+        if key == "mx-block" and value.isdigit():
+            block = int(value)
+        elif key == "mx-group" and sep:
+            group = value
+        else:
+            raise PrecisionError(f"--precision: '{extra}' is not mx-block=K or mx-group=vector|square:RxC")
     shape = parse_group(group, block)
-    text = (text or "").strip()
+    text = text.strip()
     if "=" not in text:
         precision_bits(text or "?")
         return PrecisionPolicy(text, text, text, text, text, shape)
@@ -219,3 +228,8 @@ def parse_precision(text: str, block: int = 32, group: str = "vector") -> Precis
             raise PrecisionError(f"--precision {text}: {cls}: {e}") from None
         chosen[cls] = name
     return PrecisionPolicy(*(chosen.get(c, "fp32") for c in TENSOR_CLASSES), group=shape)
+
+
+def policy_spec(text: str | None, block: int = 32, group: str = "vector") -> str | None:
+    """`--precision` with `--mx-block`/`--mx-group` folded in, as one text (None without one)."""
+    return parse_precision(text, block, group).spec() if text else None

@@ -140,7 +140,16 @@ def builtin_target_path(name: str) -> str | None:
 
 
 def get_target(name_or_path: str, precision: str | None = None) -> Target:
-    """A built-in target by name (see `list_builtin_targets`) or a target file by path."""
+    """A built-in target by name (see `list_builtin_targets`) or a target file by path.
+    `precision` may be a whole policy (`monet_ir.precision`): Stream/ZigZag cores run its
+    weights' format."""
+    if precision and ("=" in precision or ";" in precision):
+        from monet_ir.precision import PrecisionError, parse_precision
+
+        try:
+            precision = parse_precision(precision).weights
+        except PrecisionError as e:
+            raise TargetError(str(e)) from None
     if not isinstance(name_or_path, str) or not name_or_path:
         raise TargetError(f"{name_or_path!r}: <name>: expected a built-in target name or a file path")
     builtin = builtin_target_path(name_or_path)

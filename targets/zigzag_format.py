@@ -30,6 +30,8 @@ import os
 from dataclasses import replace
 from typing import Any
 
+from monet_ir.precision import MX_ELEMENTS
+
 from .errors import Problems
 from .fields import Fields, join
 from .model import (
@@ -247,8 +249,9 @@ def read_zigzag_core(
     systolic = tuple(str(d) for d in fields.seq(array_raw, "systolic_dimensions", array_key, required=False))
     dataflow = read_dataflow(data.get("dataflows"), fields, "dataflows", ZIGZAG_DIM_ALIASES)
     chosen = precision or "int8"
-    if chosen not in PRECISION_BITS:
-        problems.add("precision", f"unknown precision {chosen!r} (use one of {', '.join(PRECISION_BITS)})")
+    known = {**PRECISION_BITS, **{n: e.bits for n, e in MX_ELEMENTS.items()}}
+    if chosen not in known:
+        problems.add("precision", f"unknown precision {chosen!r} (use one of {', '.join(known)})")
         chosen = "int8"
     core_kind = kind or _guess_kind(file, name, [d.size for d in dims])
     core = Core(
@@ -257,7 +260,7 @@ def read_zigzag_core(
         kind=core_kind,
         clock_hz=DEFAULT_CLOCK_HZ,
         array=OperationalArray(dims, dataflow, systolic),
-        precisions=(PrecisionCost(chosen, PRECISION_BITS[chosen], unit_energy),),
+        precisions=(PrecisionCost(chosen, known[chosen], unit_energy),),
         memories=tuple(memories),
         op_kinds=_default_op_kinds(core_kind),
     )

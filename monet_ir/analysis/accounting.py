@@ -31,6 +31,13 @@ Memory (`memory_summary`), in bytes (`monet_ir.types.tensor_bytes`; booleans tak
 - `saved_activation_bytes`, `saved_input_bytes`, `saved_param_bytes`: bytes kept from the
   forward to the backward pass, by kind (`monet_ir.analysis.saved`); only the first is new
   memory, the other two alias inputs and parameters.
+
+Under a precision policy (`monet_ir.precision.PrecisionPolicy`) each category takes its tensor
+class's format, stored exactly (MX: elements plus one E8M0 scale per block): parameters and
+buffers `master`, gradients `gradients`, optimizer state `state`, inputs and saved activations
+`activations`, saved parameters `weights`; and `weight_copy_bytes` is the trainable
+parameters in the `weights` format when that differs from `master` (the quantized copy the MAC
+arrays read, beside the master weights the optimizer updates).
 """
 
 from __future__ import annotations
@@ -41,11 +48,12 @@ from xdsl.dialects import func
 from xdsl.ir import BlockArgument, Operation
 
 from dialects import grad, nn, train
-from dialects.base import PHASES, MonetOp, conv_output_shape, num_elements, shape_of
+from dialects.base import PHASES, MonetOp, conv_output_shape, is_float_type, num_elements, shape_of
 from monet_ir import graph
 from monet_ir.analysis.saved import saved_activations, saved_bytes_by_kind
 from monet_ir.analysis.ir_signatures import LOOP_NESTS, NoSignature, signature_of
 from monet_ir.cost.signature import LoopNestSig
+from monet_ir.precision import PrecisionPolicy
 from monet_ir.types import tensor_bytes
 
 FLOP_CLASSES = ("matmul_conv", "other")
@@ -124,9 +132,12 @@ def per_op_rows(fn: func.FuncOp) -> list[dict[str, Any]]:
     return rows
 
 
-def _sizer(bits: int | None):
+def _sizer(bits, cls: str = "activations"):
     """Storage bytes of a tensor type, with float elements `bits` wide when given (a report's
-    `--precision`)."""
+    `--precision`), or in the format of tensor class `cls` under a precision policy."""
+    if isinstance(bits, PrecisionPolicy):
+        fmt = bits.format(cls)
+        return lambda t: fmt.storage_bytes(num_elements(shape_of(t))) if is_float_type(t) else tensor_bytes(t)
     if bits is None:
         return tensor_bytes
     from monet_ir.analysis.ir_signatures import tensor_bytes_at
@@ -134,9 +145,9 @@ def _sizer(bits: int | None):
     return lambda t: tensor_bytes_at(t, bits)
 
 
-def gradient_bytes(fn: func.FuncOp, bits: int | None = None) -> int:
+def gradient_bytes(fn: func.FuncOp, bits=None) -> int:
     """Bytes of the trainable parameters' gradients (see the module docstring)."""
-    tensor_bytes = _sizer(bits)
+    tensor_bytes = _sizer(bits, "gradients")
     infos = graph.arg_infos(fn)
     grads: dict[str, int] = {}
     if fn.res_attrs is not None:
@@ -155,27 +166,32 @@ def gradient_bytes(fn: func.FuncOp, bits: int | None = None) -> int:
     return sum(grads.values())
 
 
-def memory_summary(fn: func.FuncOp, bits: int | None = None) -> dict[str, int]:
-    """Bytes by category (see the module docstring); `bits` sets the width of float tensors."""
-    tensor_bytes = _sizer(bits)
+def memory_summary(fn: func.FuncOp, bits=None) -> dict[str, int]:
+    """Bytes by category (see the module docstring); `bits` sets the width of float tensors
+    (or is a precision policy)."""
+    sizers = {cls: _sizer(bits, cls) for cls in ("master", "state", "activations", "gradients", "weights")}
     summary = dict.fromkeys(
         ("parameter_bytes", "buffer_bytes", "gradient_bytes", "optimizer_state_bytes", "input_bytes"), 0)
+    copies = 0
     for info, arg in zip(graph.arg_infos(fn), fn.body.block.args):
-        size = tensor_bytes(arg.type)
         if info.role == "param":
-            summary["parameter_bytes" if info.trainable else "buffer_bytes"] += size
+            summary["parameter_bytes" if info.trainable else "buffer_bytes"] += sizers["master"](arg.type)
+            copies += sizers["weights"](arg.type) if info.trainable else 0
         elif info.role == "state":
-            summary["optimizer_state_bytes"] += size
+            summary["optimizer_state_bytes"] += sizers["state"](arg.type)
         elif info.role == "input":
-            summary["input_bytes"] += size
+            summary["input_bytes"] += sizers["activations"](arg.type)
     summary["gradient_bytes"] = gradient_bytes(fn, bits)
     saved = {"activation": 0, "input": 0, "param": 0}
     seen = set()
     for value in saved_activations(fn):
         if value.storage not in seen:
             seen.add(value.storage)
-            saved[value.kind] = saved.get(value.kind, 0) + tensor_bytes(value.storage.type)
+            sizer = sizers["weights" if value.kind == "param" else "activations"]
+            saved[value.kind] = saved.get(value.kind, 0) + sizer(value.storage.type)
     summary["saved_activation_bytes"] = saved["activation"]
     summary["saved_input_bytes"] = saved["input"]
     summary["saved_param_bytes"] = saved["param"]
+    if isinstance(bits, PrecisionPolicy):
+        summary["weight_copy_bytes"] = copies if bits.format("weights") != bits.format("master") else 0
     return summary

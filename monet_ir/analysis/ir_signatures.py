@@ -5,6 +5,14 @@
 the output in another role) or a `VectorSig` (everything else). Pure views (`nn.reshape`) and
 `nn.constant` have no signature: they move no data and do no arithmetic.
 
+`bits` is the report's precision: None (each tensor's own element type), a width in bits (every
+float tensor), or a `PrecisionPolicy` (one format per tensor class, MX formats included). Under
+a policy each value has a class (`value_class`): parameters are `master` where they are stored
+and `weights` where a contraction reads them, optimizer state `state`, inputs and forward
+results `activations`, backward results `gradients`, optimizer results `master`; its bytes are
+its format's exact storage (`value_bytes`: MX elements plus one scale per block), its loop-nest
+width the format's amortized bits (8.25 for MXFP8 at k = 32) and its MAC width the element bits.
+
 The MAC count of a loop nest is also the `matmul_conv` FLOP count (2 per MAC), the convention
 of PyTorch's FlopCounterMode.
 """
@@ -14,11 +22,13 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
-from xdsl.ir import Operation
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from dialects import grad, nn, train
 from dialects.base import bool_of, ints_of, is_float_type, num_elements, shape_of
+from monet_ir import graph
 from monet_ir.cost.signature import LoopNestSig, VectorSig
+from monet_ir.precision import NumberFormat, PrecisionPolicy
 from monet_ir.types import bits_of, tensor_bytes
 
 # Arithmetic ops per output element of vector ops (multiply, add, compare, exp... each count 1;
@@ -74,10 +84,81 @@ def signature_of(op: Operation, bits: int | None = None) -> LoopNestSig | Vector
     builder = LOOP_NESTS.get(type(op))
     if builder is not None:
         sig = builder(op)
+        if isinstance(bits, PrecisionPolicy):
+            return _policy_nest(op, sig, bits)
         if bits is not None:
             sig = replace(sig, w_bits=bits, i_bits=bits, o_bits=bits, psum_bits=psum_bits_for(bits))
         return sig
     return vector_signature(op, bits)
+
+
+def value_class(value: SSAValue, stored: bool = True) -> str:
+    """The tensor class of a value under a precision policy (see the module docstring); a
+    parameter is `master` as `stored`, `weights` as a contraction's operand."""
+    if isinstance(value, BlockArgument):
+        info = graph.arg_info(value)
+        role = info.role if info is not None else ""
+        if role == "param":
+            return "master" if stored else "weights"
+        return "state" if role == "state" else "activations"
+    owner = value.owner
+    mx_class = getattr(owner, "mx_class", None)
+    if mx_class is not None:
+        return mx_class()
+    phase = graph.op_phase(owner)
+    return {"backward": "gradients", "optimizer": "master"}.get(phase, "activations")
+
+
+def value_format(value: SSAValue, policy: PrecisionPolicy, stored: bool = True) -> NumberFormat | None:
+    """The format of a float value under `policy` (None: not a float tensor, it keeps its type);
+    an MX cast op's result has the format the op names."""
+    if not is_float_type(value.type):
+        return None
+    owner = value.owner
+    named = getattr(owner, "mx_format", None) if not isinstance(value, BlockArgument) else None
+    if named is not None:
+        return named(policy)
+    return policy.format(value_class(value, stored))
+
+
+def value_bytes(value: SSAValue, bits) -> int:
+    """Storage bytes of a value at precision `bits` (None, a width, or a policy)."""
+    if isinstance(bits, PrecisionPolicy):
+        fmt = value_format(value, bits)
+        if fmt is None:
+            return tensor_bytes(value.type)
+        return fmt.storage_bytes(num_elements(shape_of(value.type)))
+    return tensor_bytes(value.type) if bits is None else tensor_bytes_at(value.type, bits)
+
+
+def _roles(op: Operation) -> tuple[SSAValue, SSAValue, SSAValue]:
+    """The values in the roles W, I, O of a loop-nest op."""
+    if isinstance(op, nn.ConvOp):
+        return op.weight, op.input, op.result
+    if isinstance(op, grad.ConvInputGradOp):
+        return op.weight, op.result, op.grad
+    if isinstance(op, grad.ConvWeightGradOp):
+        return op.result, op.input, op.grad
+    if isinstance(op, nn.ConvTransposeOp):
+        return op.weight, op.result, op.input
+    if isinstance(op, nn.MatMulOp | nn.GemmOp):
+        return op.rhs, op.lhs, op.result
+    if isinstance(op, grad.MatMulLhsGradOp):
+        return op.rhs, op.result, op.grad
+    return op.result, op.lhs, op.grad  # grad.MatMulRhsGradOp
+
+
+def _policy_nest(op: Operation, sig: LoopNestSig, policy: PrecisionPolicy) -> LoopNestSig:
+    """`sig` with each role at its class's format: amortized bits as stored and moved, element
+    bits at the multipliers, FP32 partial sums when an operand is MX (MX accumulates in FP32)."""
+    formats = [value_format(v, policy, stored=False) for v in _roles(op)]
+    widths = [sig.w_bits, sig.i_bits, sig.o_bits]
+    stored = [f.amortized_bits if f is not None else w for f, w in zip(formats, widths)]
+    elements = [f.element_bits if f is not None else w for f, w in zip(formats, widths)]
+    inputs = [elements[i] for i, role in enumerate("WIO") if role != sig.output_operand]
+    mx = any(f is not None and f.is_mx for f in formats)
+    return replace(sig, w_bits=stored[0], i_bits=stored[1], o_bits=stored[2],
+                   psum_bits=32 if mx else psum_bits_for(max(elements)), mac_width=max(inputs))
 
 
 def psum_bits_for(bits: int) -> int:
@@ -196,14 +277,13 @@ LOOP_NESTS = {
 # ---------------------------------------------------------------------- vector ops
 
 
-def vector_signature(op: Operation, bits: int | None = None) -> VectorSig:
-    size = (lambda t: tensor_bytes_at(t, bits)) if bits is not None else tensor_bytes
-    reads = sum(size(v.type) for v in op.operands)
-    writes = sum(size(r.type) for r in op.results)
+def vector_signature(op: Operation, bits: int | PrecisionPolicy | None = None) -> VectorSig:
+    reads = sum(value_bytes(v, bits) for v in op.operands)
+    writes = sum(value_bytes(r, bits) for r in op.results)
     outputs = list(op.results) or [op.operands[0]]  # in-place updates write their first operand
     if not op.results and isinstance(op, train.OptimizerOp | train.AccumulateOp):
         written = [op.operands[0], *getattr(op, "state_operands", lambda: ())()]
-        writes = sum(size(v.type) for v in written)
+        writes = sum(value_bytes(v, bits) for v in written)
     elements = num_elements(shape_of(outputs[0].type))
     if VECTOR_KIND.get(type(op)) == "loss":
         # a loss reduces its scores to a scalar: the work is per score, not per result
@@ -224,7 +304,11 @@ def vector_signature(op: Operation, bits: int | None = None) -> VectorSig:
     kind = VECTOR_KIND.get(type(op), "elementwise")
     ops = OPS_PER_ELEMENT.get(type(op), 0.0 if kind == "data_movement" else 1.0)
     widths = [bits_of(v.type.get_element_type()) for v in op.operands if is_float_type(v.type)]
-    width = bits if bits is not None else max(widths, default=32)
+    if isinstance(bits, PrecisionPolicy):
+        formats = [value_format(v, bits) for v in (*op.operands, *op.results)]
+        width = max((f.element_bits for f in formats if f is not None), default=max(widths, default=32))
+    else:
+        width = bits if bits is not None else max(widths, default=32)
     return VectorSig(kind=kind, elements=elements, ops_per_element=ops, bytes_read=reads, bytes_written=writes,
                      window=window, bits=width, window_shape=window_shape)
 

@@ -46,6 +46,9 @@ class LoopNestSig:
     pads: ONNX order (top, left, bottom, right); only used to clip the input extent.
     w_bits, i_bits, o_bits: element widths of W, I and O as stored (final values).
     psum_bits: width of partial sums of whichever tensor is the output.
+    (Widths may be fractional: an MX format's amortized bits, its shared scales included.)
+    mac_width: element bits at the multipliers when they differ from the stored widths (MX
+        formats); 0: the wider stored input width.
     output_operand: the tensor written: "O" (forward), "I" (input gradient), "W" (weight grad).
     """
 
@@ -66,6 +69,7 @@ class LoopNestSig:
     o_bits: int = 8
     psum_bits: int = 16
     output_operand: str = "O"
+    mac_width: int = 0
 
     def __post_init__(self) -> None:
         for name in ("b", "g", "k", "c", "oy", "ox", "fy", "fx"):
@@ -122,12 +126,12 @@ class LoopNestSig:
     @property
     def mac_bits(self) -> int:
         """Width of the multiplier inputs (the wider of the two input tensors)."""
-        return max(self.final_bits(t) for t in self.input_tensors)
+        return self.mac_width or max(self.final_bits(t) for t in self.input_tensors)
 
     def footprint_bytes(self) -> int:
         """Bytes of the three tensors (output at its final width)."""
         bits = sum(self.tensor_elements(t) * self.final_bits(t) for t in ("W", "I", "O"))
-        return (bits + 7) // 8
+        return int(-(-bits // 8))
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,14 @@ from typing import Any
 from monet_ir.errors import UsageError
 from monet_ir.explore.dispatch import local_cores
 from monet_ir.options import parse_size
+from monet_ir.precision import policy_spec
 
 
 def step_config(args: argparse.Namespace):
     from monet_ir.explore.evaluate import StepConfig
 
     return StepConfig(model=args.model, target=args.target, loss=args.loss, labels=args.labels,
-                      optimizer=args.optimizer, lr=args.lr, precision=args.precision, dims=tuple(args.dim))
+                      optimizer=args.optimizer, lr=args.lr, precision=policy_spec(args.precision, args.mx_block, args.mx_group), dims=tuple(args.dim))
 
 
 class Terminal:
@@ -249,3 +250,4 @@ def run_sweep(args: argparse.Namespace) -> None:
     sys.stdout.write(sweep.table(rows) + "\n")
     files = "sweep.csv, sweep.json" + ("" if args.no_plots else ", sweep.png")
     sys.stdout.write(f"  wrote {out}/ {files}, designs/\n")
+

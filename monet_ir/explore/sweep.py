@@ -239,9 +239,10 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
     from monet_ir import graph as ir_graph
     from monet_ir.explore import dispatch
     from monet_ir.explore.evaluate import StepConfig, build_step
-    from monet_ir.precision import PRECISION_BITS
+    from monet_ir.precision import parse_precision, policy_spec
     from monet_ir.schedule.taskgraph import extract
     from targets import builtin_target_path
+    from targets.precision_choice import PrecisionChoice
 
     # a built-in target's name stands for its YAML, a ready template
     template_path = builtin_target_path(args.target_template) or args.target_template
@@ -261,16 +262,18 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
     progress(f"{len(grid)} designs over {', '.join(names)}"
              + (f"; {len(done)} already in {out / 'sweep.csv'}, skipped" if done else ""))
     config = StepConfig(model=args.model, target="", loss=args.loss, labels=args.labels, optimizer=args.optimizer,
-                        lr=args.lr, precision=args.precision, dims=tuple(args.dim))
+                        lr=args.lr, precision=policy_spec(args.precision, args.mx_block, args.mx_group),
+                        dims=tuple(args.dim))
     module = build_step(config)
     if args.checkpoint != "store-all":
         from passes.activation_checkpoint import ActivationCheckpointPass
         from xdsl.context import Context
 
         ActivationCheckpointPass(policy=args.checkpoint).apply(Context(), module)
-    requested = args.precision or template.get("default_precision")
+    requested = config.precision or template.get("default_precision")
     requested = requested if isinstance(requested, str) else None
-    bits = PRECISION_BITS.get(requested) if requested else None
+    policy = parse_precision(requested) if requested else None
+    bits = PrecisionChoice(policy.spec(), "", policy).bits if policy else None
     graph = extract(ir_graph.step_function(module), bits=bits)
     folder = out / "designs"
     folder.mkdir(parents=True, exist_ok=True)
@@ -282,7 +285,7 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         if k not in done:
             items.append((k, str(path), data))
-    work = SweepWork(graph, args.precision, requested)
+    work = SweepWork(graph, config.precision, requested)
     backend_name = getattr(args, "backend", "local")
     jobs = getattr(args, "jobs", 1)
     backend = dispatch.RayBackend(work) if backend_name == "ray" else dispatch.LocalBackend(work, jobs)

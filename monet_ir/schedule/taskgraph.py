@@ -33,7 +33,7 @@ from xdsl.ir import Operation, SSAValue
 from dialects import nn, train
 from dialects.base import shape_of
 from monet_ir import graph
-from monet_ir.analysis.ir_signatures import signature_of, tensor_bytes_at
+from monet_ir.analysis.ir_signatures import signature_of, tensor_bytes_at, value_bytes
 from monet_ir.cost.signature import LoopNestSig, VectorSig
 from monet_ir.types import tensor_bytes
 
@@ -204,7 +204,7 @@ class _Extractor:
         self.tile_plans = cache.tiles
         self.sigs = cache.sigs
         self.row_index: dict[int, tuple] = {}  # id(parts) -> _row_index(parts); parts lists live in self.parts
-        self.size = tensor_bytes if bits is None else (lambda t: tensor_bytes_at(t, bits))
+        self.size = tensor_bytes if bits is None or not isinstance(bits, int) else (lambda t: tensor_bytes_at(t, bits))
         self.tensors: list[TensorInfo] = []
         self.tasks: list[Task] = []
         self.parts: dict[Hashable, list[_Part]] = {}
@@ -223,7 +223,7 @@ class _Extractor:
         if start == 0:
             for info, arg in zip(graph.arg_infos(self.fn), self.fn.body.block.args, strict=True):
                 role = info.role or "input"
-                tid = self.new_tensor(info.name or f"arg{info.index}", self.size(arg.type), role,
+                tid = self.new_tensor(info.name or f"arg{info.index}", self.value_size(arg), role,
                                       role in ("param", "state"), None)
                 self.parts[arg] = [_Part(tid)]
         saving = prefix_key is not None and start == 0
@@ -276,6 +276,11 @@ class _Extractor:
         self.stacks = {k: list(v) for k, v in prefix.stacks.items()}
         return len(prefix.ops)
 
+    def value_size(self, value) -> int:
+        """Bytes of a value at the step's precision (a policy sizes each by its class)."""
+        return value_bytes(value, self.bits) if self.bits is not None and not isinstance(self.bits, int) \
+            else self.size(value.type)
+
     def signature(self, op: Operation):
         if op in self.known:
             return self.known[op]
@@ -285,7 +290,7 @@ class _Extractor:
         facts = self.facts.get(op)
         if facts is None:
             facts = self.facts[op] = OpFacts(graph.op_node(op), self.signature(op),
-                                             tuple(self.size(r.type) for r in op.results),
+                                             tuple(self.value_size(r) for r in op.results),
                                              tuple(r.name_hint for r in op.results),
                                              isinstance(op, nn.ReshapeOp), isinstance(op, nn.ConstantOp),
                                              _roles_of(op))

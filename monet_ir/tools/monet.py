@@ -2,7 +2,8 @@
 
     monet report MODEL.onnx --target NAME|file.yaml --out DIR
                  [--loss cross-entropy|mse|sum|none] [--optimizer sgd|momentum|adam|adamw] [--lr LR]
-                 [--mapping alloc.yaml] [--precision fp32|bf16|fp16|int8] [--inference]
+                 [--mapping alloc.yaml] [--precision NAME|CLASS=NAME,...] [--mx-block K]
+                 [--mx-group vector|square:RxC] [--inference]
                  [--fusion none|auto|FIRST:LAST,...] [--tiles N]
                  [--checkpoint store-all|recompute-all|sqrt|memory-budget=BYTES|list=NODE,...]
                  [--dim NAME=N] [--no-plots]
@@ -35,7 +36,27 @@ from typing import Any
 
 from monet_ir.errors import UsageError, run_reporting_errors
 
-from monet_ir.precision import PRECISION_BITS
+from monet_ir.precision import FORMAT_NAMES, TENSOR_CLASSES
+
+PRECISION_HELP = (f"number format of every tensor class ({', '.join(FORMAT_NAMES)}), or one per class: "
+                  f"{'=NAME,'.join(TENSOR_CLASSES)}=NAME (classes left out: fp32); default: the target's or the model's")
+
+
+def add_precision_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--precision", metavar="NAME|CLASS=NAME,...", help=PRECISION_HELP)
+    p.add_argument("--mx-block", type=int, default=32, metavar="K",
+                   help="elements per shared scale of vector MX groups (default 32)")
+    p.add_argument("--mx-group", default="vector", metavar="vector|square:RxC",
+                   help="MX group shape: vector (1 x K along the reduction axis, default) or square:RxC (e.g. square:8x8)")
+
+
+def precision_request(args: argparse.Namespace):
+    """The policy of --precision/--mx-block/--mx-group (None without --precision)."""
+    from monet_ir.precision import parse_precision
+
+    if not getattr(args, "precision", None):
+        return None
+    return parse_precision(args.precision, args.mx_block, args.mx_group)
 
 
 def package_version() -> str:
@@ -60,8 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--optimizer", default="adam", choices=["sgd", "momentum", "adam", "adamw"])
     report.add_argument("--lr", type=float, default=1e-3)
     report.add_argument("--mapping", help="core allocation YAML (Stream style: name, core_allocation)")
-    report.add_argument("--precision", choices=sorted(PRECISION_BITS),
-                        help="number format of weights, activations and gradients (default: the model's)")
+    add_precision_options(report)
     report.add_argument("--inference", action="store_true", help="the forward pass only: no loss, no optimizer")
     report.add_argument("--fusion", default="none", metavar="none|auto|FIRST:LAST[,FIRST:LAST...]",
                         help="layer fusion: none, auto (stacks sized to the target's memories), or explicit "
@@ -83,8 +103,7 @@ def _step_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--labels", default="labels", help="name of the labels input the loss adds")
     p.add_argument("--optimizer", default="adam", choices=["sgd", "momentum", "adam", "adamw"])
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--precision", choices=sorted(PRECISION_BITS),
-                   help="number format of weights, activations and gradients (default: the model's)")
+    add_precision_options(p)
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
 
@@ -200,8 +219,9 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
         pipeline.append(fusion.pipeline_pass_spec())
     fn = step_function(module)
     progress.step(f"loading target {args.target}")
-    target = get_target(args.target, precision=args.precision)
-    choice = choose_precision(target, args.precision)
+    requested = precision_request(args)
+    target = get_target(args.target, precision=requested.weights if requested else None)
+    choice = choose_precision(target, requested)
     if choice.source != "--precision":
         progress.step(f"precision: {choice.describe()}")
     allocation = None
@@ -220,6 +240,7 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
         "pipeline": ",".join(str(p) for p in pipeline) if pipeline else ("as imported" if already_training else "inference"),
         "precision": choice.name or element_precision(fn),
         "precision_source": choice.source,
+        **({"precision_policy": choice.policy.as_dict()} if choice.policy is not None and choice.policy.has_mx else {}),
         "flops": flops_by_phase(fn),
         "ops": op_counts_by_phase(fn),
     }

@@ -56,7 +56,8 @@ def test_a_precision_no_core_runs_names_the_ones_they_run(tmp_path):
     message = str(err.value)
     assert "\n" not in message and "int8_only.yaml" in message and "fp32" in message
     assert "it runs int8, fp16" in message
-    assert message.endswith("(precisions every core of 'int8_only' runs: bf16, fp16, fp8, int8)")
+    assert message.endswith("(precisions every core of 'int8_only' runs: bf16, fp16, fp8, int8, mxint8, mxfp8_e4m3, "
+                            "mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4_e2m1)")
 
 
 def test_a_default_precision_the_cores_cannot_run_is_a_target_error(tmp_path):
