@@ -27,16 +27,23 @@ parameters. See docs/explore.md.
 
 from __future__ import annotations
 
-import argparse
-import sys
-import time
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+import os
 
-from monet_ir.errors import UsageError, run_reporting_errors
+# OpenBLAS's idle threads spin on the other core while this single-threaded tool works (and in
+# the plot and explore worker processes, which inherit the environment): one thread, unless the
+# user chose otherwise. Set before anything imports numpy.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from monet_ir.precision import FORMAT_NAMES, TENSOR_CLASSES
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from monet_ir.errors import UsageError, run_reporting_errors  # noqa: E402
+
+from monet_ir.precision import FORMAT_NAMES, TENSOR_CLASSES  # noqa: E402
 
 PRECISION_HELP = (f"number format of every tensor class ({', '.join(FORMAT_NAMES)}), or one per class: "
                   f"{'=NAME,'.join(TENSOR_CLASSES)}=NAME (classes left out: fp32); default: the target's or the model's")
@@ -68,9 +75,22 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
+class _VersionAction(argparse.Action):
+    """`--version`, reading the installed version only when asked (importlib.metadata costs
+    start-up time on every run otherwise)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the program's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        sys.stdout.write(f"monet {package_version()}\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="monet", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"monet {package_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
     report = sub.add_parser("report", help="latency, energy and memory of one training step")
     report.add_argument("model", help="ONNX model")

@@ -11,16 +11,22 @@ stderr with exit status 1, never as a traceback.
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Sequence
-from typing import IO
+import os
 
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.xdsl_opt_main import xDSLOptMain
+# one OpenBLAS thread unless the user chose otherwise (its idle threads spin on the other core);
+# set before anything imports numpy
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from monet_ir.options import parse_dims
-from monet_ir.registry import all_dialects, all_passes
+import argparse  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from typing import IO  # noqa: E402
+
+from xdsl.dialects.builtin import ModuleOp  # noqa: E402
+from xdsl.xdsl_opt_main import xDSLOptMain  # noqa: E402
+
+from monet_ir.options import parse_dims  # noqa: E402
+from monet_ir.registry import all_dialects, all_passes  # noqa: E402
 
 
 class MonetOptMain(xDSLOptMain):
