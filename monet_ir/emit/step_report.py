@@ -224,83 +224,15 @@ def plot_data(s: Schedule, report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-PHASE_COLORS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green", "recompute": "tab:purple"}
-
-
-def write_plots(data: dict[str, Any], out: Path) -> list[Path]:
-    """gantt.png (ops per core, transfers per resource), memory.png (occupancy per memory with
-    the phases shaded), energy.png (breakdown); returns the files written."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    colors = PHASE_COLORS
-    resources = sorted({r for r, _, _ in data["transfers"]})
-    rows = list(data["rows"]) + resources
-    fig, ax = plt.subplots(figsize=(14, 0.45 * len(rows) + 1.5))
-    bars: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
-    for core, start, end, phase in data["ops"]:
-        bars[(core, colors.get(phase, "grey"))].append((start, end - start))
-    offset = len(data["rows"])
-    for resource, start, end in data["transfers"]:
-        bars[(offset + resources.index(resource), "tab:red")].append((start, end - start))
-    # one broken_barh per row and colour: thousands of separate bars would take seconds
-    for (row, color), spans in bars.items():
-        ax.broken_barh(spans, (row - 0.4, 0.8), color=color)
-    ax.set_yticks(range(len(rows)), rows)
-    ax.invert_yaxis()
-    ax.set_xlabel("cycles")
-    ax.set_title(f"{data['title']}: ops per core and transfers")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (*colors.values(), "tab:red")]
-    ax.legend(handles, [*colors, "transfer"], loc="upper right", fontsize=8)
-    fig.tight_layout()
-    written = [_save(fig, out / "gantt.png")]
-
-    memories = data["memories"]
-    fig, axes = plt.subplots(len(memories), 1, figsize=(14, 2.2 * len(memories) + 1), squeeze=False)
-    for ax, (name, capacity, points) in zip(axes[:, 0], memories, strict=True):
-        xs = [0.0] + [p[0] for p in points]
-        ys = [0] + [p[1] for p in points]
-        ax.step(xs, [y / 2**20 for y in ys], where="post", color="black", linewidth=1)
-        for phase, (first, last) in data["phase_spans"].items():
-            ax.axvspan(first, last, color=colors.get(phase, "grey"), alpha=0.15, label=phase)
-        if capacity != float("inf"):
-            ax.axhline(capacity / 2**20, color="tab:red", linestyle="--", linewidth=0.8, label="capacity")
-        ax.set_ylabel("MiB")
-        ax.set_title(name, fontsize=9)
-    axes[0, 0].legend(fontsize=8, loc="upper right")
-    axes[-1, 0].set_xlabel("cycles")
-    fig.tight_layout()
-    written.append(_save(fig, out / "memory.png"))
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    parts = data["energy"]
-    ax.bar(list(parts), [v / 1e9 for v in parts.values()], color=["tab:blue", "tab:orange", "tab:red", "tab:green"])
-    ax.set_ylabel("mJ")
-    ax.set_title(f"energy per training step: {data['energy_pj'] / 1e9:.4g} mJ")
-    fig.tight_layout()
-    written.append(_save(fig, out / "energy.png"))
-    return written
-
-
-def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    return path
-
-
 class PlotWorker:
-    """Draws the plots in a child process started early, so that importing matplotlib and
-    drawing overlap the parent's work on a second core."""
+    """Draws the plots (`monet_ir.emit.plots`) in a child process started early, so that importing
+    matplotlib and drawing overlap the parent's work on a second core."""
 
     def __init__(self, out: Path):
         import subprocess
         import sys
 
-        self.process = subprocess.Popen([sys.executable, "-m", "monet_ir.emit.step_report", str(out)],
+        self.process = subprocess.Popen([sys.executable, "-m", "monet_ir.emit.plots", str(out)],
                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def draw(self, data: dict[str, Any]) -> None:
@@ -325,18 +257,6 @@ class PlotWorker:
 
 def write_json(report: dict[str, Any], path: Path) -> None:
     path.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n")
-
-
-if __name__ == "__main__":
-    import pickle
-    import sys
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401  (imported before the data arrives, in parallel)
-
-    write_plots(pickle.loads(sys.stdin.buffer.read()), Path(sys.argv[1]))
 
 
 def write_layers_csv(report: dict[str, Any], path: Path) -> None:

@@ -300,13 +300,16 @@ def run_report(args: argparse.Namespace) -> None:
         summary = text_summary(report)
         (out / "report.txt").write_text(summary)
         (out / "trace.json").write_text(json.dumps(chrome_trace(sched)))
+        progress.step(f"wrote {out}/report.json, layers.csv, report.txt, trace.json")
+        # the summary is out while the plot process still draws
+        sys.stdout.write(summary)
+        sys.stdout.flush()
         if plots is not None:
             plots.wait()
+            progress.step(f"wrote {out}/gantt.png, memory.png, energy.png")
     finally:
         if plots is not None:
             plots.cancel()
-    progress.step(f"wrote {out}/report.json, layers.csv, report.txt, trace.json" + ("" if args.no_plots else ", gantt.png, memory.png, energy.png"))
-    sys.stdout.write(summary)
 
 
 def run_targets() -> None:
