@@ -48,6 +48,14 @@ def element_type_from_onnx(onnx_elem: int) -> Attribute | None:
     return _ONNX_TO_ELEM.get(onnx_elem)
 
 
+def onnx_elem_of(elem: Attribute) -> int | None:
+    """The onnx.TensorProto.DataType of an element type (None when ONNX has no such type)."""
+    for code, e in _ONNX_TO_ELEM.items():
+        if e == elem:
+            return code
+    return None
+
+
 def is_float_onnx(onnx_elem: int) -> bool:
     return onnx_elem in _ONNX_FLOATS
 

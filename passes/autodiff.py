@@ -461,14 +461,49 @@ def matmul_rule(d: Differentiator, op, dys, wanted):
 @rule(nn.BatchNormOp)
 def batch_norm_rule(d: Differentiator, op, dys, wanted):
     if not bool_of(op.training):
-        raise PassFailedException(
-            f"autodiff: batch_norm '{graph.op_node(op)}' uses running statistics (training = false); "
-            "export the model in training mode"
-        )
+        return frozen_batch_norm_grads(d, op, dys[0], wanted)
     results = d.emit(grad.BatchNormGradOp, [dys[0], op.input, op.scale],
                      [op.input.type, op.scale.type, op.bias.type], copy_props(op, "epsilon")).results
     return [results[0] if wanted[0] else None, results[1] if wanted[1] else None,
             results[2] if wanted[2] else None, None, None]
+
+
+def frozen_batch_norm_grads(d: Differentiator, op, dy, wanted):
+    """Batch normalization with fixed statistics (training = false: what the dynamo exporter
+    writes, PyTorch's frozen batch norm) is per-channel affine, y = (x - mean) * scale / s + bias
+    with s = sqrt(var + eps); mean and var get no gradient. Written with element-wise ops:
+    dx = dy * (scale / s), dscale = sum(dy * (x - mean) / s), dbias = sum(dy) over all axes
+    but 1."""
+    x_type = op.input.type
+    shape = shape_of(x_type)
+    elem = x_type.get_element_type()
+    channel = op.var.type
+    per_channel = TensorType(elem, [shape[1]] + [1] * (len(shape) - 2))
+    axes = {"axes": ints_attr([a for a in range(len(shape)) if a != 1]), "keepdims": bool_attr(False)}
+
+    def spread(v: SSAValue) -> SSAValue:  # [C] -> [C, 1, ..., 1], broadcasting over N, H, W
+        return v if per_channel == channel else d.one(nn.ReshapeOp, [v], per_channel)
+
+    eps = d.constant(float_of(op.epsilon, 1e-5), channel)
+    var_eps = d.one(nn.AddOp, [op.var, eps], channel)
+    std = d.one(nn.SqrtOp, [var_eps], channel)
+    dx = dscale = dbias = dmean = dvar = None
+    if wanted[0]:
+        dx = d.one(nn.MulOp, [dy, spread(d.one(nn.DivOp, [op.scale, std], channel))], x_type)
+    if wanted[1] or wanted[4]:
+        centered = d.one(nn.SubOp, [op.input, spread(op.mean)], x_type)
+        xhat = d.one(nn.DivOp, [centered, spread(std)], x_type)
+        dscale = d.one(nn.ReduceSumOp, [d.one(nn.MulOp, [dy, xhat], x_type)], channel, axes)
+        if wanted[4]:  # dvar = sum(dy * xhat) * (-scale / (2 (var + eps)))
+            half = d.one(nn.DivOp, [d.one(nn.NegOp, [op.scale], channel),
+                                    d.one(nn.MulOp, [var_eps, d.constant(2.0, channel)], channel)], channel)
+            dvar = d.one(nn.MulOp, [dscale, half], channel)
+    if wanted[2] or wanted[3]:
+        dbias = d.one(nn.ReduceSumOp, [dy], channel, axes)
+        if wanted[3]:  # dmean = -sum(dy) * scale / s
+            dmean = d.one(nn.NegOp, [d.one(nn.MulOp, [dbias, d.one(nn.DivOp, [op.scale, std], channel)], channel)],
+                          channel)
+    return [dx, dscale if wanted[1] else None, dbias if wanted[2] else None, dmean, dvar]
 
 
 @rule(nn.LayerNormOp)

@@ -370,6 +370,7 @@ class OnnxImporter:
         try:
             if self._try_fold(node):
                 return
+            self._shape_outputs(node)
             converter = converters.get(key)
             if converter is None:
                 self.problem(node, "unsupported operator")
@@ -384,6 +385,17 @@ class OnnxImporter:
         except _MissingData as e:
             self.problem(node, str(e))
             self._poison(node)
+
+    def _shape_outputs(self, node: Any) -> None:
+        """Outputs ONNX's whole-graph inference left unshaped get their type from the node
+        alone, now that its computed inputs are known (`monet_ir.frontend.node_shapes`)."""
+        if node.domain not in ("", "ai.onnx") or all(not o or self.value_types.get(o) is not None for o in node.output):
+            return
+        from monet_ir.frontend.node_shapes import infer_outputs
+
+        for name, type_proto in infer_outputs(self, node).items():
+            if self.value_types.get(name) is None:
+                self.value_types[name] = self.tensor_type_of(type_proto, name)
 
     def _poison(self, node: Any) -> None:
         """Give the outputs of a node that failed typed placeholders so later nodes still
@@ -400,11 +412,18 @@ class OnnxImporter:
             return True
         if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
             t = self.known(node.input[0])
-            if t is None or t.type is None:
+            if t is None:
                 return False
             import numpy as np
 
-            shape = list(t.type.get_shape())
+            if t.type is not None:
+                shape = list(t.type.get_shape())
+            elif t.ssa is not None and isinstance(t.ssa.type, TensorType):
+                shape = list(t.ssa.type.get_shape())
+            elif t.const is not None and not isinstance(t.const, _LazyInitializer):
+                shape = list(np.shape(t.const))
+            else:
+                return False
             if node.op_type == "Size":
                 result = np.array(int(np.prod(shape)), dtype=np.int64)
             else:

@@ -180,6 +180,24 @@ def convert_binary(imp: Any, node: Any) -> None:
     emit(imp, node, BINARY[node.op_type], [lhs, rhs], same_type(imp, node))
 
 
+@converts("Reciprocal")
+def convert_reciprocal(imp: Any, node: Any) -> None:
+    """1 / x, as the division it is (PyTorch's rsqrt exports as Sqrt then Reciprocal)."""
+    import numpy as np
+
+    from monet_ir.types import numpy_dtype_of
+
+    x = imp.value(node.input[0])
+    elem = x.type.get_element_type()
+    one = imp.materialize(f"{node_name(node)}/one", np.ones((), numpy_dtype_of(elem)), TensorType(elem, []))
+    emit(imp, node, nn.DivOp, [one, x], same_type(imp, node))
+
+
+@converts("CastLike")
+def convert_cast_like(imp: Any, node: Any) -> None:
+    convert_cast(imp, node)
+
+
 def cast_to(imp: Any, node: Any, value: SSAValue, elem: Any) -> SSAValue:
     """An explicit cast for ONNX ops that accept mixed element types (Pow's exponent)."""
     t = TensorType(elem, value.type.get_shape())
