@@ -22,6 +22,7 @@ from .model import (
     Port,
     PrecisionCost,
     SpatialUnroll,
+    Storage,
     Target,
 )
 
@@ -37,6 +38,7 @@ __all__ = [
     "Port",
     "PrecisionCost",
     "SpatialUnroll",
+    "Storage",
     "Target",
     "TargetError",
     "builtin_target_path",

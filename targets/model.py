@@ -198,6 +198,8 @@ class Dram:
     access_bits: width of one access (burst granularity); transfers round up to it.
     ports: 1 when reads and writes share the interface, 2 for separate read/write channels
         (Stream makes one shared link per core or separate read and write links accordingly).
+    technology: ``dram``, or ``sram`` for the main memory of an MCU without DRAM (one of
+        MAIN_MEMORY_TECHNOLOGIES); informative, and what the physical sanity checks expect.
     """
 
     name: str
@@ -207,9 +209,49 @@ class Dram:
     write_energy_pj_per_bit: float
     access_bits: int = 64
     ports: int = 1
+    technology: str = "dram"
 
     def bits_per_cycle(self, clock_hz: float) -> float:
         return self.bandwidth_bytes_per_s * 8.0 / clock_hz
+
+
+STORAGE_KINDS = ("flash", "sd", "nvme", "host", "other")
+"""Technologies of a `Storage` level (informative: the figures decide the costs)."""
+
+MAIN_MEMORY_TECHNOLOGIES = ("dram", "sram")
+"""What the main memory (`Dram`) is built of: DRAM, or on an MCU without DRAM its SRAM."""
+
+
+@dataclass(frozen=True)
+class Storage:
+    """A store below main memory that activations can be paged out to and back (POET's
+    flash/SD card; NVMe; host memory over PCIe). One channel, one transfer at a time.
+
+    name: e.g. ``sd_card``.
+    kind: one of STORAGE_KINDS.
+    capacity_bytes: room for paged activations.
+    read_bandwidth_bytes_per_s / write_bandwidth_bytes_per_s: sustained page-in / page-out rates.
+    read_energy_pj_per_bit / write_energy_pj_per_bit: energy of moving one bit in / out.
+    page_bytes: transfer granularity; a transfer and what it occupies round up to whole pages
+        (0: byte granularity).
+    latency_s: fixed cost of one transfer (command, seek), added to its time.
+    """
+
+    name: str
+    kind: str
+    capacity_bytes: int
+    read_bandwidth_bytes_per_s: float
+    write_bandwidth_bytes_per_s: float
+    read_energy_pj_per_bit: float
+    write_energy_pj_per_bit: float
+    page_bytes: int = 0
+    latency_s: float = 0.0
+
+    def rounded(self, nbytes: int) -> int:
+        """Bytes a transfer of `nbytes` moves and occupies (whole pages)."""
+        if self.page_bytes <= 0:
+            return nbytes
+        return -(-nbytes // self.page_bytes) * self.page_bytes
 
 
 @dataclass(frozen=True)
@@ -331,6 +373,7 @@ class Target:
         native format, e.g. bf16; the one precision of Stream/ZigZag cores); None keeps each
         tensor's own element type.
     default_precision_reason: why that default (for messages).
+    storage: the store below main memory that saved activations may be paged to (None: none).
     """
 
     name: str
@@ -342,6 +385,7 @@ class Target:
     source: str = field(default="", compare=False)
     default_precision: str | None = None
     default_precision_reason: str = field(default="", compare=False)
+    storage: Storage | None = None
 
     def core(self, core_id: int) -> Core:
         return self.cores[core_id]

@@ -24,8 +24,11 @@ from .model import (
     Link,
     MemoryLevel,
     OperationalArray,
+    MAIN_MEMORY_TECHNOLOGIES,
+    STORAGE_KINDS,
     Port,
     PrecisionCost,
+    Storage,
     Target,
 )
 from .topology import TOPOLOGIES, all_to_all, bus, mesh, ring, square_shape
@@ -110,11 +113,14 @@ _PORT_KEYS = ("name", "type", "bandwidth", "access_bits", "allocation")
 _CORE_KEYS = ("name", "kind", "clock_hz", "array", "precisions", "op_kinds", "memories")
 _ARRAY_KEYS = ("dims", "dataflow", "systolic_dims")
 _PRECISION_KEYS = ("bits", "energy_pj", "ops_per_cycle")
-_DRAM_KEYS = ("name", "capacity", "bandwidth_GBps", "read_energy_pj_per_bit", "write_energy_pj_per_bit", "access_bits", "ports")
+_DRAM_KEYS = ("name", "capacity", "bandwidth_GBps", "read_energy_pj_per_bit", "write_energy_pj_per_bit", "access_bits", "ports",
+              "technology")
+_STORAGE_KEYS = ("name", "kind", "capacity", "read_bandwidth_MBps", "write_bandwidth_MBps", "read_energy_pj_per_bit",
+                 "write_energy_pj_per_bit", "page", "latency_us")
 _INTERCONNECT_KEYS = ("topology", "cores", "mesh", "bandwidth_bits", "energy_pj_per_bit", "links", "buses")
 _LINK_KEYS = ("between", "bandwidth_bits", "energy_pj_per_bit", "one_way")
 _BUS_KEYS = ("cores", "bandwidth_bits", "energy_pj_per_bit")
-_TOP_KEYS = ("name", "frequency_hz", "dram", "cores", "interconnect", "shared_memories", "templates", "description",
+_TOP_KEYS = ("name", "frequency_hz", "dram", "storage", "cores", "interconnect", "shared_memories", "templates", "description",
              "default_precision")
 
 
@@ -214,7 +220,36 @@ def read_dram(raw: dict, fields: Fields) -> Dram | None:
     access = fields.integer(raw, "access_bits", path, required=False, default=64, positive=True)
     ports = fields.integer(raw, "ports", path, required=False, default=1, positive=True)
     name = fields.text(raw, "name", path, required=False, default="dram")
-    return Dram(name, capacity, bandwidth * 1e9, read_energy, write_energy, access, ports)
+    technology = fields.text(raw, "technology", path, required=False, default="dram")
+    if technology not in MAIN_MEMORY_TECHNOLOGIES:
+        fields.problems.add(join(path, "technology"),
+                            f"unknown technology {technology!r} (use {', '.join(MAIN_MEMORY_TECHNOLOGIES)})")
+        technology = "dram"
+    return Dram(name, capacity, bandwidth * 1e9, read_energy, write_energy, access, ports, technology)
+
+
+def read_storage(raw: dict, fields: Fields, has_dram: bool) -> Storage | None:
+    """The optional `storage:` level below main memory (see `targets.model.Storage`)."""
+    if not raw:
+        return None
+    path = "storage"
+    fields.known_keys(raw, _STORAGE_KEYS, path)
+    if not has_dram:
+        fields.problems.add(path, "a storage level needs a main memory above it (add a dram: section)")
+    name = fields.text(raw, "name", path, required=False, default="storage")
+    kind = fields.text(raw, "kind", path, required=False, default="other")
+    if kind not in STORAGE_KINDS:
+        fields.problems.add(join(path, "kind"), f"unknown storage kind {kind!r} (use {', '.join(STORAGE_KINDS)})")
+        kind = "other"
+    capacity = fields.size_bits(raw, "capacity", path, unit_bits=8) // 8
+    read_bw = fields.number(raw, "read_bandwidth_MBps", path, positive=True, default=1.0)
+    write_bw = fields.number(raw, "write_bandwidth_MBps", path, positive=True, default=1.0)
+    read_energy = fields.number(raw, "read_energy_pj_per_bit", path)
+    write_energy = fields.number(raw, "write_energy_pj_per_bit", path, required=False, default=read_energy)
+    page = -(-fields.size_bits(raw, "page", path, unit_bits=8, required=False) // 8)  # 0 when absent
+    latency = fields.number(raw, "latency_us", path, required=False, default=0.0)
+    return Storage(name, kind, capacity, read_bw * 1e6, write_bw * 1e6, read_energy, write_energy, page,
+                   latency * 1e-6)
 
 
 def _core_ref(value: Any, core_ids: set[int], fields: Fields, path: str) -> int | None:
@@ -296,6 +331,7 @@ def read_own_target(data: dict, file: str, problems: Problems) -> Target:
     name = fields.text(data, "name", "")
     frequency = fields.number(data, "frequency_hz", "", required=False, default=DEFAULT_CLOCK_HZ, positive=True)
     dram = read_dram(fields.mapping(data, "dram", "", required=False), fields)
+    storage = read_storage(fields.mapping(data, "storage", "", required=False), fields, dram is not None)
     raw_cores = fields.seq(data, "cores", "")
     if isinstance(data.get("cores"), list) and not raw_cores:
         problems.add("cores", "a target needs at least one core")
@@ -320,7 +356,8 @@ def read_own_target(data: dict, file: str, problems: Problems) -> Target:
         problems.add("default_precision", f"unknown precision {default_precision!r} "
                      f"(use one of {', '.join(PRECISION_BITS)})")
         default_precision = None
-    target = Target(name, tuple(cores), dram, interconnect, tuple(sharing), frequency, file, default_precision)
+    target = Target(name, tuple(cores), dram, interconnect, tuple(sharing), frequency, file, default_precision,
+                    storage=storage)
     if default_precision is not None:
         for problem in unsupported_precision(target, default_precision):
             problems.add("default_precision", problem)
