@@ -1,6 +1,7 @@
-"""`activation-checkpoint`: recompute saved activations in the backward pass instead of storing them.
+"""`activation-checkpoint`: recompute saved activations in the backward pass instead of storing
+them, or page them out to the target's storage and back.
 
-    activation-checkpoint{policy=store-all|recompute-all|sqrt|memory-budget|list budget=BYTES recompute=NODE,...}
+    activation-checkpoint{policy=store-all|recompute-all|sqrt|memory-budget|list|plan budget=BYTES recompute=NODE,...}
 
 Options:
 - `policy` (default `store-all`): which saved activations to recompute.
@@ -20,6 +21,15 @@ Options:
     saved-activation bytes (`saved_bytes_by_kind(fn)["activation"]`) are at most `budget`.
     Fails when even `recompute-all` saves more than the budget.
   - `list`: recompute exactly the saved results of the forward nodes named by `recompute`.
+  - `plan=FILE.json`: per forward node, `keep`, `recompute` or `page` its saved results, as a
+    plan file says (`monet_ir.analysis.paging_plan`; `monet explore` writes one as `plan.json`):
+    `{"activations": {"/conv1/Conv": "page", "/relu/Relu": "recompute"}}`, unnamed nodes kept.
+    Recomputed nodes are rewritten as with `list`; paged ones are marked on their producing op
+    (`monet.page = array<i64: result indices>`), values unchanged: the scheduler writes each
+    paged storage to the target's storage level after its last forward use and reads it back
+    before its first backward use (`monet_ir.schedule.paging`). A bad file, an unknown node, a
+    node without saved results, or recompute of a non-recomputable node is an error naming
+    the file and the node.
   The value can also be written into the policy, quoted, since xDSL splits option values at
   commas and does not lex `=`: `policy="memory-budget=4000000"`, `policy="list=/fc1/Gemm,/Relu"`
   (names separated by commas or spaces). `ActivationCheckpointPass(policy=TEXT)` takes the same
@@ -40,8 +50,8 @@ Spellings on the command line:
 
 What is recomputed (see `monet_ir.analysis.checkpoint_policies`): values computed by pure `nn`
 ops of the forward phase. Inputs and parameters are never activations. The mask and result of
-`nn.dropout` (random) are always stored, and become saved if a recomputation reads them; no
-offloading is modelled. The loss op's results are always stored (the backward pass reads them
+`nn.dropout` (random) are always stored (or paged, with a plan), and become saved if a
+recomputation reads them. The loss op's results are always stored (the backward pass reads them
 first). Naming one of these with `list` is an error.
 
 Rewriting: for each saved activation chosen for recomputation, every backward op reading it
@@ -78,10 +88,11 @@ from xdsl.utils.exceptions import PassFailedException
 
 from monet_ir import graph
 from monet_ir.analysis import checkpoint_policies as plans
+from monet_ir.analysis.paging_plan import PAGE_ATTR, mark_paged, plan_paged, read_plan
 from monet_ir.analysis.saved import SAVED_ATTR, mark_saved, storage_of
 
-POLICIES = ("store-all", "recompute-all", "sqrt", "memory-budget", "list")
-POLICY_HELP = "store-all, recompute-all, sqrt, memory-budget=BYTES or list=NODE,NODE,..."
+POLICIES = ("store-all", "recompute-all", "sqrt", "memory-budget", "list", "plan")
+POLICY_HELP = "store-all, recompute-all, sqrt, memory-budget=BYTES, list=NODE,NODE,... or plan=FILE.json"
 RECOMPUTE_SUFFIX = "_rc"
 
 @dataclass(frozen=True)
@@ -91,6 +102,7 @@ class Policy:
     kind: str
     budget: int | None = None
     names: tuple[str, ...] = ()
+    path: str = ""
 
 
 def parse_bytes(text: str) -> int:
@@ -130,6 +142,10 @@ def parse_policy(policy: str, budget: int | None = None, recompute: tuple[str, .
         if not names:
             raise ValueError("policy=list needs node names (list=NODE,NODE,... or recompute=\"NODE\",...)")
         return Policy(kind, names=names)
+    if kind == "plan":
+        if not value:
+            raise ValueError("policy=plan needs a plan file (plan=FILE.json)")
+        return Policy(kind, path=value)
     if has_value:
         raise ValueError(f"policy '{kind}' takes no value, got '{policy}'")
     return Policy(kind)
@@ -142,7 +158,7 @@ class ActivationCheckpointPass(ModulePass):
     name = "activation-checkpoint"
 
     policy: str = "store-all"
-    """store-all | recompute-all | sqrt | memory-budget[=BYTES] | list[=NODE,...]"""
+    """store-all | recompute-all | sqrt | memory-budget[=BYTES] | list[=NODE,...] | plan=FILE.json"""
     budget: int | None = None
     """Saved-activation byte budget of policy=memory-budget."""
     recompute: tuple[str, ...] = ()
@@ -165,11 +181,16 @@ class ActivationCheckpointPass(ModulePass):
         if policy.kind != "store-all":
             reject_checkpointed(fn)
         problem = plans.CheckpointProblem(fn)
+        paged: frozenset[SSAValue] = frozenset()
         try:
-            dropped = choose(problem, policy)
+            if policy.kind == "plan":
+                dropped, paged = choose_plan(problem, policy.path)
+            else:
+                dropped = choose(problem, policy)
         except plans.PlanError as e:
             raise PassFailedException(f"activation-checkpoint{{policy={self.policy}}}: {e}") from None
         recompute(fn, problem, dropped)
+        mark_paged(paged)
         if mark:
             mark_saved(fn)
         return plans.describe(problem, dropped)
@@ -177,6 +198,11 @@ class ActivationCheckpointPass(ModulePass):
 
 def reject_checkpointed(fn: func.FuncOp) -> None:
     for op in graph.compute_ops(fn):
+        if PAGE_ATTR in op.attributes:
+            raise PassFailedException(
+                f"activation-checkpoint: the function already pages saved activations ({op.name}, node "
+                f"'{graph.op_node(op)}'); checkpointing is applied once, to the step autodiff produced"
+            )
         if graph.op_phase(op) == "recompute":
             raise PassFailedException(
                 f"activation-checkpoint: the function already has recompute ops ({op.name}, node "
@@ -196,6 +222,20 @@ def choose(problem: plans.CheckpointProblem, policy: Policy) -> frozenset[SSAVal
     if policy.kind == "list":
         return plans.plan_named(problem, policy.names)
     return frozenset()
+
+
+def choose_plan(problem: plans.CheckpointProblem, path: str) -> tuple[frozenset[SSAValue], frozenset[SSAValue]]:
+    """The storages a plan file recomputes and those it pages."""
+    decisions = read_plan(path)
+    for node in decisions:
+        if node not in problem.forward_by_node:
+            raise plans.PlanError(f"{path}: activations.{node}: no forward op has this node")
+    try:
+        dropped = plans.plan_named(problem, [n for n, d in decisions.items() if d == "recompute"])
+        paged = plan_paged(problem, [n for n, d in decisions.items() if d == "page"])
+    except plans.PlanError as e:
+        raise plans.PlanError(f"{path}: {e}") from None
+    return dropped, paged
 
 
 # ---------------------------------------------------------------------- rewriting
@@ -297,6 +337,7 @@ def clone_op(planned: PlannedClone, before: Operation, copies: dict[CloneKey, SS
     clone = op.clone(value_mapper=mapper)
     clone.properties["phase"] = StringAttr("recompute")
     clone.attributes.pop(SAVED_ATTR, None)
+    clone.attributes.pop(PAGE_ATTR, None)
     block = before.parent_block()
     assert block is not None
     block.insert_op_before(clone, before)

@@ -10,9 +10,11 @@
 | `energy_breakdown_pj` | `compute` (MACs/ops), `onchip_memory` (every on-chip memory access of the ops), `offchip_memory` (DRAM traffic of the ops and of the scheduler's loads, stores, evictions, write-backs), `interconnect` (core-to-core links and buses) |
 | `dram_traffic_bytes` | bytes moved to and from DRAM: by the ops themselves (operands they stream) and by the scheduler's transfers |
 | `phases` | per phase: `latency_cycles` (first start to last end of its ops), `energy_pj` (its ops' energy), `ops` |
-| `memory.peak_bytes` | peak occupancy of each core's top memory and of DRAM; `memory.capacity_bytes` their sizes |
+| `memory.peak_bytes` | peak occupancy of each core's top memory, of DRAM and (when used) of the storage level; `memory.capacity_bytes` their sizes |
+| `memory.budgeted` | the memory a memory budget bounds: main memory (the target's `dram`, SRAM on an MCU) |
+| `memory.paged_bytes`, `paging` | bytes paged out to the storage level (and read back); `paging`: `storage`, `paged_bytes`, `page_outs`, `page_ins`, `energy_pj` (in `offchip_memory`) |
 | `cores` | per core `core<id>`: `name`, `kind`, `busy_cycles`, `utilization` (busy / latency), `ops` |
-| `transfers` | `count`, `bytes` and `energy_pj` per reason (`load`, `copy`, `store`, `evict`, `writeback`) |
+| `transfers` | `count`, `bytes` and `energy_pj` per reason (`load`, `copy`, `store`, `evict`, `writeback`, `page_out`, `page_in`) |
 | `critical_path_cycles` | the longest chain of dependent ops, each at its duration on the core it ran on (transfers and waiting for a busy core excluded): the latency no core choice could beat with these op costs |
 | `average_parallelism` | busy cycles of all cores / latency: how many ops run at a time on average |
 | `layers` | one row per scheduled op: `name` (ONNX node), `op`, `phase`, `core`, `start_cycle`, `latency_cycles`, `energy_pj` |
@@ -66,6 +68,8 @@ def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
     breakdown = s.energy_breakdown_pj()
     dram_traffic = sum(st.dram_bytes for st in s.tasks) + sum(
         tr.bytes for tr in s.transfers if tr.resource.startswith("dram"))
+    page_out = transfers.get("page_out", {"count": 0, "bytes": 0, "energy_pj": 0.0})
+    page_in = transfers.get("page_in", {"count": 0, "bytes": 0, "energy_pj": 0.0})
     return {
         "target": target.name,
         "frequency_hz": target.frequency_hz,
@@ -84,6 +88,15 @@ def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
         "memory": {
             "peak_bytes": {name: trace.peak() for name, trace in s.memories.items()},
             "capacity_bytes": {name: trace.capacity for name, trace in s.memories.items()},
+            "budgeted": target.dram.name if target.dram is not None else "dram",
+            "paged_bytes": page_out["bytes"],
+        },
+        "paging": {
+            "storage": target.storage.name if target.storage is not None else None,
+            "paged_bytes": page_out["bytes"],
+            "page_outs": page_out["count"],
+            "page_ins": page_in["count"],
+            "energy_pj": page_out["energy_pj"] + page_in["energy_pj"],
         },
         "cores": {
             f"core{c.id}": {"name": c.name, "kind": c.kind, "busy_cycles": round(busy.get(c.id, 0.0)),
@@ -147,6 +160,12 @@ def text_summary(report: dict[str, Any]) -> str:
         lines.append(f"  {core:<8}{row['name']:<14}{row['kind']:<11}{row['ops']:>6}{row['busy_cycles']:>16,}"
                      f"{row['utilization'] * 100:>7.1f}%")
     lines.append("")
+    paging = report.get("paging") or {}
+    if paging.get("paged_bytes"):
+        lines.append(f"  paging   {paging['paged_bytes']:,} bytes out to {paging['storage']} and back "
+                     f"({paging['page_outs']} page-outs, {paging['page_ins']} page-ins), "
+                     f"{paging['energy_pj'] / 1e9:.4g} mJ")
+        lines.append("")
     lines.append(f"  {'memory':<28}{'peak':>16}{'capacity':>18}")
     for name, peak in report["memory"]["peak_bytes"].items():
         cap = report["memory"]["capacity_bytes"][name]

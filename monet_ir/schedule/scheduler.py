@@ -122,8 +122,8 @@ class Schedule:
             onchip += st.onchip_pj
             offchip += st.offchip_pj
         for tr in self.transfers:
-            if tr.resource.startswith("dram"):
-                offchip += tr.energy_pj  # includes core-to-core copies routed through DRAM
+            if tr.resource.startswith(("dram", "storage")):
+                offchip += tr.energy_pj  # core-to-core copies routed through DRAM and paging included
             else:
                 interconnect += tr.energy_pj
         return {"compute": compute, "onchip_memory": onchip, "offchip_memory": offchip, "interconnect": interconnect}
@@ -347,6 +347,10 @@ class Scheduler:
 
     def place(self, task: Task, ready: float) -> float:
         self.watermark = ready
+        if task.page:
+            from monet_ir.schedule.paging import place_page_task
+
+            return place_page_task(self, task, ready)
         options = self.costs[task.index]
         if task.sig is None:
             core = self._where_data_is(task, tuple(options))

@@ -70,6 +70,8 @@ class Task:
     roles: dict[int, str] = field(default_factory=dict)
     """Loop-nest role (W, I or O) of each tensor the task reads or writes, for loop-nest ops:
     the cost model says per role which operands it streams from DRAM itself."""
+    page: str = ""
+    """`out` or `in` for the page tasks of a paged activation (`monet_ir.schedule.paging`)."""
 
 
 @dataclass
@@ -109,7 +111,8 @@ def ir_program(fn: func.FuncOp) -> Iterator[ProgramOp]:
 def extract(fn: func.FuncOp, bits: int | None = None,
             signatures: Mapping[Operation, LoopNestSig | VectorSig | None] | None = None,
             program: Iterable[ProgramOp] | None = None,
-            cache: ExtractCache | None = None, prefix_key: Hashable = None) -> TaskGraph:
+            cache: ExtractCache | None = None, prefix_key: Hashable = None,
+            paged: Iterable[Hashable] | None = None) -> TaskGraph:
     """The task graph of a step; `bits` overrides the width of float tensors (see
     `monet_ir.analysis.ir_signatures.signature_of`). An op tiled by `fuse-layers`
     (`monet.tiling`) becomes one task per tile, each producing its rows of the result as a
@@ -121,9 +124,12 @@ def extract(fn: func.FuncOp, bits: int | None = None,
     same `bits` and `signatures`) passes the same cache every time. With a `prefix_key`, the
     cache also keeps the extraction of the program's leading forward ops under that key, and
     a later program with the same key starts from it (`monet explore`: candidates with the same
-    fusion differ only from the backward pass on); its ops are checked to be the same."""
+    fusion differ only from the backward pass on); its ops are checked to be the same.
+    `paged`: the values (keys) whose storage is paged out and back (`monet_ir.schedule.paging`);
+    None reads the `monet.page` marks of the program's forward ops."""
     ops = list(ir_program(fn) if program is None else program)
-    return _Extractor(fn, bits, signatures or {}, ExtractCache() if cache is None else cache).run(ops, prefix_key)
+    return _Extractor(fn, bits, signatures or {}, ExtractCache() if cache is None else cache).run(ops, prefix_key,
+                                                                                                 paged)
 
 
 class OpFacts(NamedTuple):
@@ -217,7 +223,8 @@ class _Extractor:
         self.tensors.append(TensorInfo(tid, name, nbytes, kind, persistent, producer, root=tid))
         return tid
 
-    def run(self, program: list[ProgramOp], prefix_key: Hashable = None) -> TaskGraph:
+    def run(self, program: list[ProgramOp], prefix_key: Hashable = None,
+            paged: Iterable[Hashable] | None = None) -> TaskGraph:
         self.split_hints = self.find_split_hints(program)
         start = self.restore(program, prefix_key) if prefix_key is not None else 0
         if start == 0:
@@ -240,11 +247,25 @@ class _Extractor:
                 self.add_tiled(item, tiling)
             else:
                 self.add_op(item)
+        self.add_paging(program, paged)
         _order_in_place_updates(self.tasks, self.tensors)
         _pace_stacks(self.tasks, self.stacks)
         _recompute_when_needed(self.tasks)
         _optimizer_after_backward(self.tasks)
         return TaskGraph(self.tasks, self.tensors)
+
+    def add_paging(self, program: list[ProgramOp], paged: Iterable[Hashable] | None) -> None:
+        """Page tasks for the paged values: `paged` (value keys), else the results of forward
+        ops marked `monet.page` by `activation-checkpoint{policy="plan=..."}`."""
+        from monet_ir.analysis.paging_plan import paged_results
+        from monet_ir.schedule.paging import add_page_tasks
+
+        if paged is None:
+            paged = [item.results[i] for item in program if item.phase == "forward"
+                     for i in paged_results(item.op)]
+        tensors = [part.tensor for key in paged for part in self.parts.get(key, ())]
+        if tensors:
+            add_page_tasks(self.tasks, self.tensors, tensors)
 
     def save(self, leading: list[ProgramOp], key: Hashable) -> None:
         prefixes = self.cache.prefixes

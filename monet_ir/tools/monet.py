@@ -5,7 +5,7 @@
                  [--mapping alloc.yaml] [--precision NAME|CLASS=NAME,...] [--mx-block K]
                  [--mx-group vector|square:RxC] [--inference]
                  [--fusion none|auto|FIRST:LAST,...] [--tiles N]
-                 [--checkpoint store-all|recompute-all|sqrt|memory-budget=BYTES|list=NODE,...]
+                 [--checkpoint store-all|recompute-all|sqrt|memory-budget=BYTES|list=NODE,...|plan=FILE.json]
                  [--dim NAME=N] [--no-plots]
     monet explore MODEL.onnx --target NAME|file.yaml --out DIR [--objective schedule|checkpoint]
                  [--population 64] [--generations 50] [--seed 0] [--jobs N] [--budget BYTES] [--exact]
@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--tiles", type=int, default=0, help="tiles per fused layer (default: from memory)")
     report.add_argument("--checkpoint", default="store-all", metavar="POLICY",
                         help="activation checkpointing: store-all (default), recompute-all, sqrt, "
-                             "memory-budget=BYTES or list=NODE,NODE,... (the activation-checkpoint pass)")
+                             "memory-budget=BYTES, list=NODE,NODE,... or plan=FILE.json (keep/recompute/page "
+                             "per saved activation) (the activation-checkpoint pass)")
     report.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
     report.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     sub.add_parser("targets", help="list the built-in targets")

@@ -17,8 +17,19 @@
 // RUN: not monet-opt %s -p 'activation-checkpoint{policy=list recompute="/nope/Relu"}' 2>&1 | filecheck %s --check-prefix=NONODE
 // RUN: not monet-opt %s -p 'activation-checkpoint{policy=list recompute="/drop/Dropout"}' 2>&1 | filecheck %s --check-prefix=RANDOM
 // RUN: not monet-opt %s -p 'activation-checkpoint{policy=recompute-all},activation-checkpoint{policy=sqrt}' 2>&1 | filecheck %s --check-prefix=TWICE
+// A plan: keep, recompute or page per node; paged storages are marked on their producer.
+// RUN: echo '{"activations": {"/relu1/Relu": "page", "/drop/Dropout": "page", "/sig/Sigmoid": "recompute", "/fc1/Gemm": "keep"}}' > %t.json
+// RUN: monet-opt %s -p 'activation-checkpoint{policy="plan=%t.json"}' | filecheck %s --check-prefix=PLAN
+// RUN: not monet-opt %s -p 'activation-checkpoint{policy="plan=%t.json"},activation-checkpoint{policy="plan=%t.json"}' 2>&1 | filecheck %s --check-prefix=PLANTWICE
+// RUN: echo '{"activations": {"/fc3/Gemm": "page"}}' > %t.bad.json
+// RUN: not monet-opt %s -p 'activation-checkpoint{policy="plan=%t.bad.json"}' 2>&1 | filecheck %s --check-prefix=PLANBAD
+// PLAN:        %r1 = nn.relu %h1 {monet.page = array<i64: 0>, monet.saved, node = "/relu1/Relu"}
+// PLAN:        %y, %mask = nn.dropout %t2 {monet.page = array<i64: 1>, monet.saved,
+// PLAN:        %s_rc = nn.sigmoid %y {node = "/sig/Sigmoid", phase = "recompute"}
+// PLANTWICE:   monet-opt: error: activation-checkpoint: the function already pages saved activations (nn.relu, node '/relu1/Relu')
+// PLANBAD:     monet-opt: error: activation-checkpoint{policy=plan={{.*}}.bad.json}: {{.*}}.bad.json: no result of node '/fc3/Gemm' is a saved activation: there is nothing to page
 
-// UNKNOWN:     monet-opt: error: activation-checkpoint: unknown policy 'fancy' (expected store-all, recompute-all, sqrt, memory-budget=BYTES or list=NODE,NODE,...)
+// UNKNOWN:     monet-opt: error: activation-checkpoint: unknown policy 'fancy' (expected store-all, recompute-all, sqrt, memory-budget=BYTES, list=NODE,NODE,... or plan=FILE.json)
 // UNREACHABLE: monet-opt: error: activation-checkpoint{policy=memory-budget}: the memory budget of 300 bytes cannot be met: recomputing every recomputable activation still saves 368 bytes
 // NONODE:      monet-opt: error: activation-checkpoint{policy=list}: no forward op has node '/nope/Relu'
 // RANDOM:      monet-opt: error: activation-checkpoint{policy=list}: node '/drop/Dropout' (nn.dropout) has random results: they are always stored, not recomputed
