@@ -13,8 +13,8 @@ the extractor):
   `taskgraph._recompute_when_needed`), so the read overlaps that op and the copy does not live
   longer than needed.
 
-Both tasks have the phase `paging` and no signature: they occupy no core. The scheduler hands
-them to `place_page_task`, which prices them on the storage channel (`StorageChannel`): one
+Both tasks have the phase `paging` and no signature: they occupy no core. The scheduler prices
+them with a `Paging` (its `Scheduler._place_page` hook) on the storage channel: one
 transfer at a time, `latency_s` plus bytes / bandwidth of the direction, energy per bit of the
 direction, bytes rounded up to whole pages; moving the value out of or into main memory adds
 that memory's read or write energy per bit. The storage's occupancy is a memory trace of its
@@ -27,22 +27,19 @@ Paging never changes what is computed: the page tasks move bytes only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
-
-from monet_ir.schedule.taskgraph import Task, TensorInfo
-
-if TYPE_CHECKING:
-    from monet_ir.schedule.scheduler import Scheduler
+from collections.abc import Callable, Iterable
+from typing import Any
 
 STORAGE = -2  # location id of the storage level (DRAM is -1)
 LATE_PHASES = ("backward", "recompute", "optimizer")
 PAGE_PHASE = "paging"
 
 
-def add_page_tasks(tasks: list[Task], tensors: list[TensorInfo], paged: Iterable[int]) -> None:
+def add_page_tasks(tasks: list[Any], tensors: list[Any], paged: Iterable[int],
+                   make_task: Callable[..., Any], make_tensor: Callable[..., Any]) -> None:
     """Append a page-out and a page-in task for each paged tensor (a storage root) that a late
-    (backward, recompute) task reads, and rewire those readers to the paged-in copy."""
+    (backward, recompute) task reads, and rewire those readers to the paged-in copy. The
+    extractor passes its `Task` and `TensorInfo` classes as `make_task` and `make_tensor`."""
     paged = [tid for tid in dict.fromkeys(paged) if tensors[tid].root == tid]
     if not paged:
         return
@@ -57,6 +54,12 @@ def add_page_tasks(tasks: list[Task], tensors: list[TensorInfo], paged: Iterable
     for t in tensors:
         if t.root != t.id:
             views.setdefault(t.root, []).append(t.id)
+
+    def tensor(name: str, nbytes: int, kind: str, producer: int, root: int = -1) -> int:
+        tid = len(tensors)
+        tensors.append(make_tensor(tid, name, nbytes, kind, False, producer, root=tid if root < 0 else root))
+        return tid
+
     for tid in paged:
         original = tensors[tid]
         members = [tid, *views.get(tid, ())]
@@ -66,50 +69,51 @@ def add_page_tasks(tasks: list[Task], tensors: list[TensorInfo], paged: Iterable
         early = {c for m in members for c in tensors[m].consumers if tasks[c].phase not in LATE_PHASES}
         producer = tasks[original.producer]
         out_index, in_index = len(tasks), len(tasks) + 1
-        stored = _tensor(tensors, f"{original.name}@{'storage'}", original.bytes, "paged", out_index)
-        copy = _tensor(tensors, f"{original.name}@paged_in", original.bytes, original.kind, in_index)
-        tasks.append(Task(out_index, "page_out", producer.node, PAGE_PHASE, None, (tid,), (stored,),
-                          {original.producer, *early}, op_index=producer.op_index, page="out"))
+        stored = tensor(f"{original.name}@storage", original.bytes, "paged", out_index)
+        copy = tensor(f"{original.name}@paged_in", original.bytes, original.kind, in_index)
+        tasks.append(make_task(out_index, "page_out", producer.node, PAGE_PHASE, None, (tid,), (stored,),
+                               {original.producer, *early}, op_index=producer.op_index, page="out"))
         anchor = before[late[0]]
-        tasks.append(Task(in_index, "page_in", producer.node, PAGE_PHASE, None, (stored,), (copy,),
-                          {out_index} | ({anchor} if anchor is not None else set()),
-                          op_index=producer.op_index, page="in"))
+        tasks.append(make_task(in_index, "page_in", producer.node, PAGE_PHASE, None, (stored,), (copy,),
+                               {out_index} | ({anchor} if anchor is not None else set()),
+                               op_index=producer.op_index, page="in"))
         original.consumers.append(out_index)
         tensors[stored].consumers.append(in_index)
         renamed = {tid: copy}
         for view in members[1:]:
             if any(tasks[c].phase in LATE_PHASES for c in tensors[view].consumers):
                 v = tensors[view]
-                renamed[view] = _tensor(tensors, f"{v.name}@paged_in", v.bytes, v.kind, in_index, root=copy)
+                renamed[view] = tensor(f"{v.name}@paged_in", v.bytes, v.kind, in_index, root=copy)
         late_set = set(late)
         for m in members:
             tensors[m].consumers = [c for c in tensors[m].consumers if c not in late_set]
+        copies = set(renamed.values())
         for index in late:
             task = tasks[index]
             task.reads = tuple(renamed.get(r, r) for r in task.reads)
             task.roles = {renamed.get(r, r): role for r, role in task.roles.items()}
             task.preds.add(in_index)
             for r in dict.fromkeys(task.reads):
-                if r in renamed.values():
+                if r in copies:
                     tensors[r].consumers.append(index)
 
 
-def _tensor(tensors: list[TensorInfo], name: str, nbytes: int, kind: str, producer: int, root: int = -1) -> int:
-    tid = len(tensors)
-    tensors.append(TensorInfo(tid, name, nbytes, kind, False, producer, root=tid if root < 0 else root))
-    return tid
+class Paging:
+    """The storage channel (one transfer at a time, in request order) and the storage's
+    occupancy, for one schedule. `page_out` and `page_in` return when the transfer runs, the
+    bytes it moves and its energy; `problem` is set when the storage overflows."""
 
-
-class StorageChannel:
-    """The storage's one channel: a transfer at a time, in request order."""
-
-    def __init__(self, storage, frequency_hz: float):
+    def __init__(self, storage: Any, frequency_hz: float, main_memory: Any):
         self.storage = storage
+        self.main = main_memory  # the target's Dram (None: free)
         self.freq = frequency_hz
         self.free_at = 0.0
+        self.resource = f"storage {storage.name}"
+        self.used = 0
+        self.written: dict[int, tuple[float, float, int]] = {}  # stored tensor -> (start, end, bytes held)
+        self.problem = ""
 
-    def reserve(self, ready: float, nbytes: int, write: bool) -> tuple[float, float, float, int]:
-        """(start, end, energy pJ, bytes moved) of moving `nbytes` out (`write`) or in."""
+    def _reserve(self, ready: float, nbytes: int, write: bool) -> tuple[float, float, float, int]:
         s = self.storage
         moved = s.rounded(nbytes)
         bandwidth = s.write_bandwidth_bytes_per_s if write else s.read_bandwidth_bytes_per_s
@@ -119,69 +123,25 @@ class StorageChannel:
         energy = moved * 8 * (s.write_energy_pj_per_bit if write else s.read_energy_pj_per_bit)
         return start, end, energy, moved
 
+    def page_out(self, stored: int, ready: float, nbytes: int, from_main: bool) -> tuple[float, float, int, float]:
+        """(start, end, bytes moved, energy) of writing `nbytes` out; reading them from main
+        memory (`from_main`) adds its read energy."""
+        start, end, energy, moved = self._reserve(ready, nbytes, write=True)
+        if from_main and self.main is not None:
+            energy += nbytes * 8 * self.main.read_energy_pj_per_bit
+        self.used += moved
+        if self.used > self.storage.capacity_bytes and not self.problem:
+            self.problem = (f"storage '{self.storage.name}' holds {self.storage.capacity_bytes} bytes, "
+                            f"paging needs {self.used} bytes in it")
+        self.written[stored] = (start, end, moved)
+        return start, end, moved, energy
 
-class PagingState:
-    """What the scheduler tracks for paging: the channel, the storage's trace and occupancy,
-    and when each paged tensor was written."""
-
-    def __init__(self, scheduler: Scheduler):
-        from monet_ir.schedule.scheduler import MemoryTrace, ScheduleError
-
-        target = scheduler.target
-        storage = target.storage
-        if storage is None:
-            task = scheduler.g.tasks[scheduler.current]
-            raise ScheduleError(f"target '{target.name}' has no storage level to page node '{task.node}' to "
-                                "(add a storage: section to the target)")
-        self.storage = storage
-        self.channel = StorageChannel(storage, target.frequency_hz)
-        self.resource = f"storage {storage.name}"
-        self.trace = scheduler.memories.setdefault(storage.name, MemoryTrace(storage.name, storage.capacity_bytes))
-        self.used = 0
-        self.written: dict[int, tuple[float, float, int]] = {}  # stored tensor -> (start, end, bytes held)
-
-
-def place_page_task(s: Scheduler, task: Task, ready: float) -> float:
-    """Schedule a page-out or page-in task (see the module docstring); returns when it is done."""
-    from monet_ir.schedule.scheduler import DRAM, ScheduledTask, ScheduleError, Transfer
-
-    state: PagingState | None = getattr(s, "paging", None)
-    if state is None:
-        state = s.paging = PagingState(s)
-    dram = s.target.dram
-    if task.page == "out":
-        root = s.root_of[task.reads[0]]
-        stored = task.writes[0]
-        copies = s.copies.get(root) or {DRAM: ready}
-        src, at = min(copies.items(), key=lambda kv: kv[1])
-        nbytes = s.bytes_of[root]
-        start, end, energy, moved = state.channel.reserve(max(ready, at), nbytes, write=True)
-        if src == DRAM and dram is not None:
-            energy += nbytes * 8 * dram.read_energy_pj_per_bit
-        s.transfers.append(Transfer(root, src, STORAGE, start, end, moved, energy, state.resource, "page_out"))
-        state.trace.alloc(start, moved)
-        state.used += moved
-        if state.used > state.storage.capacity_bytes:
-            raise ScheduleError(f"target '{s.target.name}': storage '{state.storage.name}' holds "
-                                f"{state.storage.capacity_bytes} bytes, paging needs {state.used} bytes in it")
-        state.written[stored] = (start, end, moved)
-        s.copies[stored] = {}
-    else:
-        stored = task.reads[0]
-        copy = task.writes[0]
-        written_at, written, held = state.written[stored]
-        nbytes = s.bytes_of[copy]
-        start, end, energy, moved = state.channel.reserve(max(ready, written), nbytes, write=False)
-        if dram is not None:
-            energy += nbytes * 8 * dram.write_energy_pj_per_bit
-        s.transfers.append(Transfer(copy, STORAGE, DRAM, start, end, moved, energy, state.resource, "page_in"))
-        state.trace.free(end, held, written_at)
-        state.used -= held
-        s._dram_alloc(copy, start)
-        s.copies[copy] = {DRAM: end}
-    # no core works on it: recorded as a zero-length task (like a view) when its transfer ends
-    s.scheduled[task.index] = ScheduledTask(task.index, 0, end, end, 0.0, 0.0, 0.0, 0.0)
-    s._release_inputs(task, end)
-    if task.page == "in" and s.remaining_uses.get(task.writes[0], 0) == 0:
-        s._free(task.writes[0], end)
-    return end
+    def page_in(self, stored: int, ready: float, nbytes: int) -> tuple[float, float, int, float, float, int]:
+        """(start, end, bytes moved, energy, when the stored copy was written, bytes it held)
+        of reading a paged tensor back into main memory (whose write energy is added)."""
+        written_at, written, held = self.written[stored]
+        start, end, energy, moved = self._reserve(max(ready, written), nbytes, write=False)
+        if self.main is not None:
+            energy += nbytes * 8 * self.main.write_energy_pj_per_bit
+        self.used -= held
+        return start, end, moved, energy, written_at, held

@@ -15,6 +15,9 @@ and models:
   value whose next use is furthest away is evicted (written back to DRAM if no copy is there)
   and reloaded when needed; each costs time on the DRAM interface and energy;
 - in-place optimizer updates write the parameter and its state back to DRAM.
+- saved activations a plan pages (`monet_ir.schedule.paging`): written to the target's storage
+  level after their forward use and read back into DRAM before their backward use, on the
+  storage's channel (`_place_page`).
 
 Times are cycles of the target's reference clock; a core's cycles are converted with its clock.
 """
@@ -348,9 +351,7 @@ class Scheduler:
     def place(self, task: Task, ready: float) -> float:
         self.watermark = ready
         if task.page:
-            from monet_ir.schedule.paging import place_page_task
-
-            return place_page_task(self, task, ready)
+            return self._place_page(task, ready)
         options = self.costs[task.index]
         if task.sig is None:
             core = self._where_data_is(task, tuple(options))
@@ -663,6 +664,42 @@ class Scheduler:
             self._drop(core, victim, at)
             room_at = max(room_at, at)
         return room_at
+
+    def _place_page(self, task: Task, ready: float) -> float:
+        """A page-out or page-in of a paged activation, on the storage channel
+        (`monet_ir.schedule.paging`); no core works on it. Returns when it is done."""
+        from monet_ir.schedule.paging import STORAGE, Paging
+
+        paging = getattr(self, "paging", None)
+        if paging is None:
+            storage = self.target.storage
+            if storage is None:
+                raise ScheduleError(f"target '{self.target.name}' has no storage level to page node '{task.node}' "
+                                    "to (add a storage: section to the target)")
+            paging = self.paging = Paging(storage, self.freq, self.target.dram)
+            self.memories[storage.name] = MemoryTrace(storage.name, storage.capacity_bytes)
+        trace = self.memories[paging.storage.name]
+        if task.page == "out":
+            root, stored = self.root_of[task.reads[0]], task.writes[0]
+            src, at = min((self.copies.get(root) or {DRAM: ready}).items(), key=lambda kv: kv[1])
+            start, end, moved, energy = paging.page_out(stored, max(ready, at), self.bytes_of[root], src == DRAM)
+            self.transfers.append(Transfer(root, src, STORAGE, start, end, moved, energy, paging.resource, "page_out"))
+            trace.alloc(start, moved)
+            if paging.problem:
+                raise ScheduleError(f"target '{self.target.name}': {paging.problem}")
+            self.copies[stored] = {}
+        else:
+            stored, copy = task.reads[0], task.writes[0]
+            start, end, moved, energy, written_at, held = paging.page_in(stored, ready, self.bytes_of[copy])
+            self.transfers.append(Transfer(copy, STORAGE, DRAM, start, end, moved, energy, paging.resource, "page_in"))
+            trace.free(end, held, written_at)
+            self._dram_alloc(copy, start)
+            self.copies[copy] = {DRAM: end}
+        self.scheduled[task.index] = ScheduledTask(task.index, 0, end, end, 0.0, 0.0, 0.0, 0.0)
+        self._release_inputs(task, end)
+        if task.page == "in" and self.remaining_uses.get(task.writes[0], 0) == 0:
+            self._free(task.writes[0], end)
+        return end
 
     def _next_use(self, root: int) -> int:
         consumers = self.root_consumers.get(root, ())

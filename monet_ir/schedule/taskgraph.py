@@ -265,7 +265,7 @@ class _Extractor:
                      for i in paged_results(item.op)]
         tensors = [part.tensor for key in paged for part in self.parts.get(key, ())]
         if tensors:
-            add_page_tasks(self.tasks, self.tensors, tensors)
+            add_page_tasks(self.tasks, self.tensors, tensors, Task, TensorInfo)
 
     def save(self, leading: list[ProgramOp], key: Hashable) -> None:
         prefixes = self.cache.prefixes

@@ -284,3 +284,16 @@ def test_page_in_comes_after_page_out_and_before_the_backward_readers(tmp_path):
         original = out_task.reads[0]
         assert all(g.tasks[c].phase in ("forward", "paging") for t in g.tensors if t.root == original
                    for c in t.consumers)
+
+
+def test_storage_overflow_is_a_schedule_error(tmp_path):
+    from monet_ir.schedule.scheduler import ScheduleError
+    from targets.loader import builtin_target_path
+
+    small = tmp_path / "small_sd.yaml"
+    small.write_text(Path(builtin_target_path("cortex_m_mcu")).read_text().replace("capacity: 16 GB", "capacity: 1 kB"))
+    model = tiny_cnn(tmp_path / "tiny_cnn.onnx")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"activations": {n: "page" for n in saved_nodes(differentiated(model))}}))
+    with pytest.raises(ScheduleError, match=r"storage 'sd_card' holds 1000 bytes, paging needs \d+ bytes in it"):
+        scheduled(model, str(small), plan)
