@@ -42,6 +42,8 @@ REPORTS = [
     ("resnet18-tpu", RESNET, "tpu_like_quad_core", []),
     ("resnet18-edge-fusion-bf16", RESNET, "edge_npu", ["--fusion", "auto", "--precision", "bf16"]),
     ("ort-gpt2like-stream", ORT_GPT2, STREAM_TPU, []),
+    ("lenet-cortex-a-plan-page-recompute", LENET, "cortex_a_board",
+     ["--checkpoint", "plan=tests/data/plans/lenet5_b4_page_recompute.json"]),
 ]
 REPORT_FILES = ("report.json", "layers.csv", "report.txt", "trace.json")
 
