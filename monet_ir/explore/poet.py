@@ -1,0 +1,629 @@
+"""Keep, recompute or page each saved activation: the exact choice as a MILP (HiGHS through
+`scipy.optimize.milp`), minimizing the step's energy under a peak-memory budget on main memory
+and a latency budget (POET's problem, Patil et al. ICML 2022, on our task graph and our plans).
+
+The decision space is what `activation-checkpoint{policy="plan=..."}` applies: per forward node
+with saved results (a *gene*), keep, recompute (only for recomputable nodes) or page (only on a
+target with a storage level). docs/poet.md states the model in full; in short, with the ops of
+the step in program order as *points* p = 0..N-1:
+
+- binaries `d_g` (recompute gene g), `q_g` (page it), `d_g + q_g <= 1`; a storage s follows
+  its gene: `z_s = d_g(s)`, `pz_s = q_g(s)`;
+- recompute cones as in `monet_ir.explore.milp` (binaries `r_j` per recomputable forward op,
+  `y_v` per random value that becomes saved);
+- memory at every point p: `base(p) + sum_s m_s alive_s(p) + sum_v m_v y_v <= budget`, where
+  `base(p)` is every other value alive at p (parameters, optimizer state, the batch, gradients,
+  values the backward pass never reads; each from its producer to its last reader) and a saved
+  storage s is alive
+  - kept: from its producer to its last backward reader;
+  - recomputed: from its producer to its last forward reader, and its copy from the first
+    backward reader of its *segment* (the dropped storages after it up to the next storage not
+    dropped, whose cones the pass clones together) to its last backward reader: continuous
+    `w_{s,p} >= z_s - sum_{t in (s, s']} (1 - z_t)` for each later s' first read at or before p;
+  - paged: from its producer to its last forward reader, and its paged-in copy from the op
+    before its first backward reader (the page-in starts there) to its last backward reader;
+- latency: `T_store-all + sum_j c_j r_j + sum_s t_s pz_s <= time budget` (recompute ops run
+  once more; paging counted serially: page-out plus page-in time on the storage channel);
+- objective: `E_store-all + sum_j e_j r_j + sum_s e_s pz_s` (the recomputed ops' energy, the
+  storage's and main memory's energy per bit of both transfers), in pJ.
+
+`solve(model, memory_budget, time_budget, ...)` returns the optimum, or on the time limit the
+best feasible answer found (`status` says which). The model counts every value in main memory
+on one timeline and ignores the cone intermediates of recomputation: it is exact on chains
+(`chain_model`, tested against an independent dynamic program) and an estimate elsewhere, so
+`solve_measured` re-schedules the answer with the real scheduler and, when a budget is missed,
+tightens it by the excess and solves again (at most `rounds` times), reporting both figures.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+DECISIONS = ("keep", "recompute", "page")
+
+
+@dataclass
+class PoetModel:
+    """The data of the MILP (see the module docstring). Positions are program points."""
+
+    genes: list[str]
+    can_recompute: list[bool]
+    points: int
+    base: list[float]  # bytes alive at each point that no decision changes
+    # per saved storage, in forward order
+    storage_gene: list[int]
+    storage_bytes: list[float]
+    prod: list[int]
+    last_forward: list[int]
+    first_backward: list[int]
+    last_backward: list[int]
+    page_cycles: list[float]  # page-out + page-in time, reference cycles
+    page_energy: list[float]  # pJ
+    # recompute cones (as in monet_ir.explore.milp)
+    op_cycles: list[float]
+    op_energy: list[float]
+    view_needs: list[tuple[int, int]] = field(default_factory=list)  # (op, storage): r_op >= z_s
+    chained: list[tuple[int, int, int]] = field(default_factory=list)  # (producer op, consumer op, storage or -1)
+    frontier_bytes: list[float] = field(default_factory=list)
+    frontier_life: list[tuple[int, int]] = field(default_factory=list)
+    frontier_users: list[tuple[int, int]] = field(default_factory=list)  # (frontier, op): y >= r_op
+    # recomputed intermediates (results of cone ops the backward pass never reads): alive when
+    # a dropped storage downstream of them is recomputed, at its first backward reader
+    intermediate_bytes: list[float] = field(default_factory=list)  # per op (0: its result is a storage)
+    downstream: list[tuple[int, int]] = field(default_factory=list)  # (op, storage)
+    can_page: bool = True
+    base_latency: float = 0.0
+    base_energy: float = 0.0
+    budgeted: str = "dram"
+
+
+@dataclass
+class PoetSolution:
+    memory_budget: float
+    time_budget: float
+    status: str  # optimal | time limit (best feasible) | time limit (none found) | infeasible
+    decisions: dict[str, str] = field(default_factory=dict)
+    energy_pj: float = math.nan
+    latency_cycles: float = math.nan
+    peak_bytes: float = math.nan
+    seconds: float = 0.0
+    variables: int = 0
+    constraints: int = 0
+    measured: dict[str, float] = field(default_factory=dict)
+    rounds: int = 0
+
+    @property
+    def feasible(self) -> bool:
+        return bool(self.decisions) or self.status.startswith(("optimal", "time limit (best"))
+
+    def plan(self) -> dict[str, str]:
+        return {g: d for g, d in self.decisions.items() if d != "keep"}
+
+
+# ---------------------------------------------------------------------- evaluation of the model
+
+
+def predict(model: PoetModel, decisions: Mapping[str, str]) -> tuple[float, float, float]:
+    """(energy pJ, latency cycles, peak bytes) of the model for these decisions (no solver)."""
+    index = {g: i for i, g in enumerate(model.genes)}
+    d = [0] * len(model.genes)
+    q = [0] * len(model.genes)
+    for g, choice in decisions.items():
+        if choice == "recompute":
+            d[index[g]] = 1
+        elif choice == "page":
+            q[index[g]] = 1
+    z = [d[g] for g in model.storage_gene]
+    pz = [q[g] for g in model.storage_gene]
+    r = [0] * len(model.op_cycles)
+    for j, s in model.view_needs:
+        r[j] = max(r[j], z[s])
+    changed = True
+    while changed:
+        changed = False
+        for p, c, s in model.chained:
+            if r[c] and not r[p] and (s < 0 or z[s]):
+                r[p] = 1
+                changed = True
+    y = [0] * len(model.frontier_bytes)
+    for k, j in model.frontier_users:
+        y[k] = max(y[k], r[j])
+    energy = model.base_energy + sum(e * on for e, on in zip(model.op_energy, r)) + \
+        sum(e * on for e, on in zip(model.page_energy, pz))
+    latency = model.base_latency + sum(c * on for c, on in zip(model.op_cycles, r)) + \
+        sum(c * on for c, on in zip(model.page_cycles, pz))
+    extra = [0.0] * model.points
+    for j, s in model.downstream:
+        if r[j] and z[s] and model.intermediate_bytes[j]:
+            extra[model.first_backward[s]] += model.intermediate_bytes[j]
+    peak = 0.0
+    for p in range(model.points):
+        total = model.base[p] + extra[p]
+        for s in range(len(z)):
+            total += model.storage_bytes[s] * _alive(model, s, p, z, pz)
+        for k, (lo, hi) in enumerate(model.frontier_life):
+            if y[k] and lo <= p <= hi:
+                total += model.frontier_bytes[k]
+        peak = max(peak, total)
+    return energy, latency, peak
+
+
+def _alive(model: PoetModel, s: int, p: int, z: Sequence[int], pz: Sequence[int]) -> int:
+    if p < model.prod[s] or p > model.last_backward[s]:
+        return 0
+    if not z[s] and not pz[s]:
+        return 1
+    if p <= model.last_forward[s]:
+        return 1
+    if pz[s]:
+        return int(p >= model.first_backward[s] - 1)
+    if p >= model.first_backward[s]:
+        return 1
+    # a recompute copy made for a later dropped storage of the same segment read at or before p
+    for t in range(s + 1, len(z)):
+        if not z[t]:
+            return 0
+        if model.first_backward[t] <= p:
+            return 1
+    return 0
+
+
+# ---------------------------------------------------------------------- the MILP
+
+
+def solve(model: PoetModel, memory_budget: float, time_budget: float = math.inf, *, recompute: bool = True,
+          page: bool = True, time_limit: float = 60.0) -> PoetSolution:
+    """Minimum energy with peak memory <= memory_budget and latency <= time_budget."""
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    G, S, J, F = len(model.genes), len(model.storage_bytes), len(model.op_cycles), len(model.frontier_bytes)
+    at_point: dict[int, list[tuple[int, int]]] = {}
+    for j, s in model.downstream:
+        if model.intermediate_bytes and model.intermediate_bytes[j]:
+            at_point.setdefault(model.first_backward[s], []).append((j, s))
+    page = page and model.can_page
+    d0, q0, r0, y0 = 0, G, 2 * G, 2 * G + J
+    w_index: dict[tuple[int, int], int] = {}
+    n = 2 * G + J + F
+
+    def w(s: int, p: int) -> int:
+        nonlocal n
+        key = (s, p)
+        if key not in w_index:
+            w_index[key] = n
+            n += 1
+        return w_index[key]
+
+    rows: list[tuple[dict[int, float], float, float]] = []
+
+    def add(coeffs: dict[int, float], lo: float, hi: float) -> None:
+        rows.append((coeffs, lo, hi))
+
+    def col_z(s: int) -> int:
+        return d0 + model.storage_gene[s]
+
+    def col_pz(s: int) -> int:
+        return q0 + model.storage_gene[s]
+
+    for g in range(G):
+        add({d0 + g: 1.0, q0 + g: 1.0}, -math.inf, 1.0)
+    for j, s in model.view_needs:
+        add({r0 + j: 1.0, col_z(s): -1.0}, 0.0, math.inf)
+    for p_, c, s in model.chained:
+        if p_ == c:
+            continue
+        if s < 0:
+            add({r0 + p_: 1.0, r0 + c: -1.0}, 0.0, math.inf)
+        else:
+            add({r0 + p_: 1.0, r0 + c: -1.0, col_z(s): -1.0}, -1.0, math.inf)
+    for k, j in model.frontier_users:
+        add({y0 + k: 1.0, r0 + j: -1.0}, 0.0, math.inf)
+    # recompute copies alive before their own first backward reader (segments)
+    for s in range(S):
+        for t in range(s + 1, S):
+            lo, hi = model.first_backward[t], min(model.first_backward[s] - 1, model.last_backward[s])
+            for p in range(max(lo, model.last_forward[s] + 1), hi + 1):
+                coeffs = {w(s, p): 1.0}
+                coeffs[col_z(s)] = coeffs.get(col_z(s), 0.0) - 1.0
+                for u in range(s + 1, t + 1):
+                    coeffs[col_z(u)] = coeffs.get(col_z(u), 0.0) - 1.0
+                add(coeffs, -float(t - s), math.inf)  # w >= z_s - sum (1 - z_u)
+    # intermediates: u >= r_j + z_s - 1 (continuous), alive at s's first backward reader
+    u_index: dict[tuple[int, int], int] = {}
+    for pairs in at_point.values():
+        for j, s in pairs:
+            if (j, s) not in u_index:
+                u_index[(j, s)] = n
+                n += 1
+                add({u_index[(j, s)]: 1.0, r0 + j: -1.0, col_z(s): -1.0}, -1.0, math.inf)
+    # memory at every point
+    for p in range(model.points):
+        coeffs: dict[int, float] = {}
+        constant = model.base[p]
+        for j, s in at_point.get(p, ()):
+            coeffs[u_index[(j, s)]] = coeffs.get(u_index[(j, s)], 0.0) + model.intermediate_bytes[j]
+        for s in range(S):
+            m = model.storage_bytes[s]
+            if p < model.prod[s] or p > model.last_backward[s]:
+                continue
+            # kept: alive; dropped or paged: alive up to the last forward reader
+            constant += m
+            if p > model.last_forward[s]:
+                coeffs[col_z(s)] = coeffs.get(col_z(s), 0.0) - m
+                coeffs[col_pz(s)] = coeffs.get(col_pz(s), 0.0) - m
+                if p >= model.first_backward[s] - 1:
+                    coeffs[col_pz(s)] += m  # the paged-in copy
+                if p >= model.first_backward[s]:
+                    coeffs[col_z(s)] += m  # the recomputed copy
+                elif (s, p) in w_index:
+                    coeffs[w_index[(s, p)]] = m
+        for k, (lo, hi) in enumerate(model.frontier_life):
+            if lo <= p <= hi:
+                coeffs[y0 + k] = coeffs.get(y0 + k, 0.0) + model.frontier_bytes[k]
+        add(coeffs, -math.inf, memory_budget - constant)
+    if math.isfinite(time_budget):
+        latency = {r0 + j: c for j, c in enumerate(model.op_cycles)}
+        for s in range(S):
+            latency[col_pz(s)] = latency.get(col_pz(s), 0.0) + model.page_cycles[s]
+        add(latency, -math.inf, time_budget - model.base_latency)
+
+    cost = np.zeros(n)
+    cost[r0:r0 + J] = model.op_energy
+    for s in range(S):
+        cost[col_pz(s)] += model.page_energy[s]
+    upper = np.ones(n)
+    for g in range(G):
+        if not (recompute and model.can_recompute[g]):
+            upper[d0 + g] = 0.0
+        if not page:
+            upper[q0 + g] = 0.0
+    integrality = np.zeros(n)
+    integrality[:2 * G + J + F] = 1
+    data, ri, ci = [], [], []
+    lower = np.empty(len(rows))
+    upper_rows = np.empty(len(rows))
+    for i, (coeffs, lo, hi) in enumerate(rows):
+        for col, value in coeffs.items():
+            if value:
+                ri.append(i)
+                ci.append(col)
+                data.append(value)
+        lower[i], upper_rows[i] = lo, hi
+    A = coo_matrix((data, (ri, ci)), shape=(len(rows), n)).tocsr()
+    start = time.perf_counter()
+    result = milp(cost, constraints=LinearConstraint(A, lower, upper_rows), integrality=integrality,
+                  bounds=Bounds(np.zeros(n), upper),
+                  options={"time_limit": time_limit, "mip_rel_gap": 1e-9, "presolve": True})
+    seconds = time.perf_counter() - start
+    if result.status == 0:
+        status = "optimal"
+    elif result.status == 1:
+        status = "time limit (best feasible)" if result.x is not None else "time limit (none found)"
+    elif result.status == 2:
+        status = "infeasible"
+    else:
+        status = f"not solved: {result.message}"
+    solution = PoetSolution(memory_budget, time_budget, status, seconds=seconds, variables=n, constraints=len(rows))
+    if result.x is None:
+        return solution
+    x = result.x
+    solution.decisions = {g: ("recompute" if x[d0 + i] > 0.5 else "page" if x[q0 + i] > 0.5 else "keep")
+                          for i, g in enumerate(model.genes)}
+    solution.energy_pj, solution.latency_cycles, solution.peak_bytes = predict(model, solution.decisions)
+    return solution
+
+
+# ---------------------------------------------------------------------- chains
+
+
+def chain_model(n: int) -> PoetModel:
+    """Checkmate's linear chain with unit costs (forward f_1..f_n, loss, backward b_n..b_1, b_i
+    reading f_i's output; every value 1 byte, every op 1 cycle and 1 pJ), as our plans see it:
+    genes f_1..f_n, all recomputable, no storage. The running gradient is 1 byte of base
+    memory from the loss on."""
+    points = 2 * n + 1
+    prod = list(range(n))
+    last_forward = [i + 1 for i in range(n)]  # f_{i+2} (or the loss) reads f_{i+1}'s output
+    first_backward = [2 * n - i for i in range(n)]  # b_{i+1} at position 2n - i
+    base = [0.0] * n + [1.0] * (n + 1)
+    model = PoetModel(
+        genes=[f"f{i + 1}" for i in range(n)], can_recompute=[True] * n, points=points, base=base,
+        storage_gene=list(range(n)), storage_bytes=[1.0] * n, prod=prod, last_forward=last_forward,
+        first_backward=first_backward, last_backward=list(first_backward), page_cycles=[0.0] * n,
+        page_energy=[0.0] * n, op_cycles=[1.0] * n, op_energy=[1.0] * n, can_page=False,
+        base_latency=float(points), base_energy=float(points), budgeted="memory")
+    for i in range(n):
+        model.view_needs.append((i, i))  # recomputing f_{i+1}'s output clones f_{i+1}
+        if i > 0:
+            model.chained.append((i - 1, i, i - 1))  # which needs f_i's output, cloned if dropped
+    return model
+
+
+def chain_optimum(n: int, budget: int) -> int | None:
+    """The least recompute cost of the chain under `budget`, by an exact dynamic program over
+    keep/drop in forward order, independent of the MILP (None: no plan fits). With k kept
+    outputs, the backward pass peaks at each segment's first reader: the kept outputs before the
+    segment, its whole recomputed run and the gradient; the forward pass at each op: the kept
+    outputs so far, the new output, a dropped input, and at the loss the gradient."""
+    best: int | None = None
+    # state: (kept so far, length of the open dropped run, previous dropped) -> least drops
+    states: dict[tuple[int, int, bool], int] = {(0, 0, False): 0}
+    for i in range(1, n + 1):
+        new: dict[tuple[int, int, bool], int] = {}
+        for (kept, run, prev_dropped), drops in states.items():
+            # forward at f_i: kept outputs before i, f_i's output, f_{i-1}'s if dropped
+            if kept + 1 + int(prev_dropped) > budget:
+                continue
+            # keep f_i: closes the run before it (its backward segment peaks at kept + run + 1)
+            if run == 0 or kept + run + 1 <= budget:
+                key = (kept + 1, 0, False)
+                if new.get(key, math.inf) > drops:
+                    new[key] = drops
+            key = (kept, run + 1, True)
+            if new.get(key, math.inf) > drops + 1:
+                new[key] = drops + 1
+        states = new
+    for (kept, run, last_dropped), drops in states.items():
+        # the loss: every kept output, f_n's if dropped, the gradient; the last segment
+        if kept + int(last_dropped) + 1 > budget:
+            continue
+        if run and kept + run + 1 > budget:
+            continue
+        best = drops if best is None else min(best, drops)
+    return best
+
+
+# ---------------------------------------------------------------------- a real step
+
+
+def build_model(evaluator: Any) -> PoetModel:
+    """The model of the evaluator's step on its target (see the module docstring)."""
+    from xdsl.ir import BlockArgument, OpResult
+
+    from dialects import nn
+    from monet_ir import graph as ir_graph
+    from monet_ir.analysis import checkpoint_policies as plans
+    from monet_ir.analysis.ir_signatures import tensor_bytes_at
+    from monet_ir.analysis.saved import storage_of
+    from monet_ir.explore import milp
+
+    fn = ir_graph.step_function(evaluator.module)
+    problem = evaluator.checkpoint_problem
+    ops = list(ir_graph.compute_ops(fn))
+    position = {op: i for i, op in enumerate(ops)}
+    points = len(ops)
+    phase = [ir_graph.op_phase(op) for op in ops]
+    bits = evaluator.bits
+
+    def size(value) -> float:
+        return float(tensor_bytes_at(value.type, bits))
+
+    # every storage root: where it is defined and read
+    readers: dict[Any, list[int]] = {}
+    for i, op in enumerate(ops):
+        for v in op.operands:
+            readers.setdefault(storage_of(v), []).append(i)
+    returned = set()
+    last = fn.body.block.last_op
+    if last is not None:
+        returned = {storage_of(v) for v in last.operands}
+    storages = list(problem.storages)
+    s_index = {s: i for i, s in enumerate(storages)}
+    genes: list[str] = []
+    gene_of: dict[str, int] = {}
+    storage_gene = []
+    for s in storages:
+        node = ir_graph.op_node(s.op)
+        if node not in gene_of:
+            gene_of[node] = len(genes)
+            genes.append(node)
+        storage_gene.append(gene_of[node])
+    recomputable = {g.node for g in evaluator.checkpoint_genes}
+    base = [0.0] * points
+    roots = set(readers) | {storage_of(r) for op in ops for r in op.results}
+    for arg in fn.body.block.args:
+        roots.add(arg)
+    for root in roots:
+        if root in s_index:
+            continue
+        if isinstance(root, BlockArgument) or (isinstance(root, OpResult) and isinstance(root.op, nn.ConstantOp)):
+            lo, hi = 0, points - 1
+        elif isinstance(root, OpResult) and root.op in position:
+            lo = position[root.op]
+            hi = points - 1 if root in returned else max(readers.get(root, [lo]))
+        else:
+            continue
+        nbytes = size(root)
+        for p in range(lo, hi + 1):
+            base[p] += nbytes
+    prod, last_forward, first_backward, last_backward = [], [], [], []
+    for s in storages:
+        at = position[s.op]
+        uses = readers.get(s, [])
+        forward = [u for u in uses if phase[u] == "forward"]
+        backward = [u for u in uses if phase[u] in ("backward", "recompute")]
+        prod.append(at)
+        last_forward.append(max(forward, default=at))
+        first_backward.append(min(backward, default=at))
+        last_backward.append(max(backward, default=at))
+    target = evaluator.target
+    storage = target.storage
+    main = target.dram
+    freq = target.frequency_hz
+    page_cycles, page_energy = [], []
+    for s in storages:
+        nbytes = size(s)
+        if storage is None:
+            page_cycles.append(math.inf)
+            page_energy.append(math.inf)
+            continue
+        moved = storage.rounded(int(nbytes))
+        out_s = storage.latency_s + moved / storage.write_bandwidth_bytes_per_s
+        in_s = storage.latency_s + moved / storage.read_bandwidth_bytes_per_s
+        page_cycles.append((out_s + in_s) * freq)
+        energy = moved * 8 * (storage.write_energy_pj_per_bit + storage.read_energy_pj_per_bit)
+        if main is not None:
+            energy += nbytes * 8 * (main.read_energy_pj_per_bit + main.write_energy_pj_per_bit)
+        page_energy.append(energy)
+    cones = milp.build_model(evaluator)
+    op_cycles, op_energy = [], []
+    for op in cones.ops:
+        cycles, energy = op_cost(evaluator, op)
+        op_cycles.append(cycles)
+        op_energy.append(energy)
+    cone_storage = {i: s_index[s] for i, s in enumerate(cones.storages)}
+    model = PoetModel(
+        genes=genes, can_recompute=[g in recomputable for g in genes], points=points, base=base,
+        storage_gene=storage_gene, storage_bytes=[size(s) for s in storages], prod=prod, last_forward=last_forward,
+        first_backward=first_backward, last_backward=last_backward, page_cycles=page_cycles,
+        page_energy=page_energy, op_cycles=op_cycles, op_energy=op_energy,
+        view_needs=[(j, cone_storage[s]) for j, s in cones.view_needs],
+        chained=[(p, c, cone_storage[s] if s >= 0 else -1) for p, c, s in cones.chained],
+        frontier_bytes=[float(b) for b in cones.frontier],
+        frontier_users=list(cones.frontier_users), can_page=storage is not None,
+        budgeted=main.name if main is not None else "dram")
+    # intermediates of cones and the dropped storages downstream of each recomputable op
+    storage_set = set(storages)
+    model.intermediate_bytes = [0.0 if any(storage_of(r) in storage_set or storage_of(r) is not r for r in op.results)
+                                else sum(size(r) for r in op.results) for op in cones.ops]
+    users: dict[int, list[int]] = {}
+    for p_, c, _ in cones.chained:
+        users.setdefault(p_, []).append(c)
+    makes: dict[int, list[int]] = {}
+    for j, s in cones.view_needs:
+        makes.setdefault(j, []).append(cone_storage[s])
+    for j in range(len(cones.ops)):
+        if not model.intermediate_bytes[j]:
+            continue
+        seen, stack, found = {j}, [j], set()
+        while stack:
+            k = stack.pop()
+            found.update(makes.get(k, ()))
+            for c in users.get(k, ()):
+                if c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+        model.downstream += [(j, s) for s in sorted(found)]
+    # a random value that becomes saved lives from the forward pass to the end of the backward pass
+    backward_end = max((i for i in range(points) if phase[i] in ("backward", "recompute")), default=points - 1)
+    frontier_roots = _frontier_roots(cones, evaluator)
+    model.frontier_life = [(position.get(root.op, 0), backward_end) for root in frontier_roots]
+    measured = measure(evaluator, {})
+    model.base_latency = measured["latency_cycles"]
+    model.base_energy = measured["energy_pj"]
+    return model
+
+
+def _frontier_roots(cones: Any, evaluator: Any) -> list[Any]:
+    """The random roots of the cone model's frontier, in its order (as `milp.build_model` numbers them)."""
+    from xdsl.ir import BlockArgument, OpResult
+
+    from dialects import nn
+    from monet_ir.analysis import checkpoint_policies as plans
+    from monet_ir.analysis.saved import storage_of
+
+    problem = evaluator.checkpoint_problem
+    s_index = set(problem.storages)
+    found: dict[Any, int] = {}
+    for op in cones.ops:
+        for v in op.operands:
+            if isinstance(v, BlockArgument) or not isinstance(v, OpResult) or v.op not in problem.position:
+                continue
+            root = storage_of(v)
+            if not isinstance(root, OpResult) or root.op not in problem.position or isinstance(root.op, nn.ConstantOp):
+                continue
+            if not plans.is_recomputable(root.op) and root not in s_index:
+                found.setdefault(root, len(found))
+    return sorted(found, key=found.get)
+
+
+def op_cost(evaluator: Any, op: Any) -> tuple[float, float]:
+    """(reference cycles, energy pJ) of an op on the fastest core able to run it."""
+    from monet_ir.analysis.ir_signatures import signature_of
+    from monet_ir.cost import can_run, cost_of
+
+    sig = signature_of(op, evaluator.bits)
+    if sig is None:
+        return 0.0, 0.0
+    table = evaluator.prices.table(sig)
+    best = None
+    for core in evaluator.target.cores:
+        if core.id not in table:
+            table[core.id] = cost_of(sig, core) if can_run(sig, core) else None
+        cost = table[core.id]
+        if cost is not None:
+            cycles = cost.latency_cycles * evaluator.target.frequency_hz / core.clock_hz
+            if best is None or (cycles, cost.energy_pj) < best:
+                best = (cycles, cost.energy_pj)
+    return best if best is not None else (math.inf, math.inf)
+
+
+# ---------------------------------------------------------------------- measured by the real scheduler
+
+
+def measure(evaluator: Any, decisions: Mapping[str, str]) -> dict[str, float]:
+    """Latency, energy and main-memory peak of the step with this plan, through the real
+    `activation-checkpoint{policy="plan=..."}` pass and scheduler (as `monet report`)."""
+    import os
+    import tempfile
+
+    from monet_ir import graph as ir_graph
+    from monet_ir.analysis.paging_plan import write_plan
+    from monet_ir.emit.step_report import schedule_report
+    from monet_ir.schedule.scheduler import Scheduler
+    from monet_ir.schedule.taskgraph import extract
+    from passes.activation_checkpoint import ActivationCheckpointPass
+
+    module = evaluator.module.clone()
+    plan = {g: d for g, d in decisions.items() if d != "keep"}
+    if plan:
+        handle, path = tempfile.mkstemp(suffix=".json")
+        os.close(handle)
+        try:
+            write_plan(path, plan)
+            ActivationCheckpointPass(policy=f"plan={path}").checkpoint(ir_graph.step_function(module), mark=False)
+        finally:
+            os.unlink(path)
+    g = extract(ir_graph.step_function(module), bits=evaluator.bits)
+    can_run, cost_of = evaluator.prices.functions(g.tasks)
+    schedule = Scheduler(g, evaluator.target, None, cost_of=cost_of, can_run=can_run).run()
+    report = schedule_report(schedule, layers=False)
+    budgeted = report["memory"]["budgeted"]
+    return {"latency_cycles": float(report["latency_cycles"]), "energy_pj": float(report["energy_pj"]),
+            "peak_bytes": float(report["memory"]["peak_bytes"][budgeted]),
+            "paged_bytes": float(report["memory"]["paged_bytes"])}
+
+
+def solve_measured(evaluator: Any, model: PoetModel, memory_budget: float, time_budget: float = math.inf, *,
+                   recompute: bool = True, page: bool = True, time_limit: float = 60.0,
+                   rounds: int = 4) -> PoetSolution:
+    """`solve`, then the real scheduler's figures for its answer; when the schedule misses a
+    budget the model's estimate was short, so the budget is tightened by the excess and the
+    MILP solved again (up to `rounds` times). `measured` holds the last schedule's figures."""
+    mem, lat = memory_budget, time_budget
+    missed: PoetSolution | None = None
+    for attempt in range(1, rounds + 1):
+        solution = solve(model, mem, lat, recompute=recompute, page=page, time_limit=time_limit)
+        solution.memory_budget, solution.time_budget, solution.rounds = memory_budget, time_budget, attempt
+        if not solution.decisions:
+            if missed is None:
+                return solution
+            missed.status += f"; the schedule misses a budget and the model tightened {attempt - 1} time(s) has no answer"
+            return missed
+        solution.measured = measure(evaluator, solution.decisions)
+        over_mem = solution.measured["peak_bytes"] - memory_budget
+        over_lat = solution.measured["latency_cycles"] - time_budget
+        if over_mem <= 0 and over_lat <= 0:
+            return solution
+        missed = solution
+        mem -= max(0.0, over_mem)
+        lat -= max(0.0, over_lat)
+    assert missed is not None
+    missed.status += f"; the schedule still misses a budget after {rounds} rounds"
+    return missed

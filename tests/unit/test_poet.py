@@ -1,0 +1,108 @@
+"""The exact keep/recompute/page choice (monet_ir/explore/poet.py): on unit-cost chains the MILP
+finds the optimum an independent dynamic program and brute force find; on a real step its answer,
+re-scheduled by the real scheduler, meets both budgets, and paging opens budgets recomputation
+alone cannot meet."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+
+from monet_ir.explore import poet
+from monet_ir.explore.evaluate import Evaluator, StepConfig
+
+
+def brute_force(model: poet.PoetModel, budget: float) -> float | None:
+    best = None
+    for keep in itertools.product((0, 1), repeat=len(model.genes)):
+        decisions = {g: "keep" if k else "recompute" for g, k in zip(model.genes, keep)}
+        energy, _, peak = poet.predict(model, decisions)
+        if peak <= budget:
+            best = energy if best is None else min(best, energy)
+    return best
+
+
+@pytest.mark.parametrize("n", [5, 7])
+def test_chain_milp_matches_brute_force_and_the_dynamic_program(n):
+    model = poet.chain_model(n)
+    for budget in range(2, n + 4):
+        exact = brute_force(model, budget)
+        dp = poet.chain_optimum(n, budget)
+        solution = poet.solve(model, budget, page=False)
+        if exact is None:
+            assert dp is None and solution.status == "infeasible" and not solution.decisions
+            continue
+        assert dp == exact - model.base_energy
+        assert solution.status == "optimal" and solution.energy_pj == exact
+        assert solution.peak_bytes <= budget
+
+
+@pytest.mark.parametrize("n", [8, 12, 16])
+def test_chain_milp_reaches_the_known_optimum(n):
+    model = poet.chain_model(n)
+    budgets = sorted({3, 4, int(2 * math.sqrt(n)) + 1, n // 2 + 1, n + 2})
+    for budget in budgets:
+        dp = poet.chain_optimum(n, budget)
+        solution = poet.solve(model, budget, page=False, time_limit=30)
+        if dp is None:
+            assert solution.status == "infeasible"
+        else:
+            assert solution.status == "optimal" and solution.energy_pj - model.base_energy == dp, budget
+    # store-all needs every output at once; recompute costs one op per dropped output
+    assert poet.chain_optimum(n, n + 2) == 0 and poet.chain_optimum(n, 3) is None
+
+
+def test_time_limit_reports_what_it_has():
+    model = poet.chain_model(24)
+    solution = poet.solve(model, 9, page=False, time_limit=1e-3)
+    assert solution.status in ("optimal", "time limit (best feasible)", "time limit (none found)")
+    if solution.status == "time limit (best feasible)":
+        assert solution.decisions and solution.peak_bytes <= 9
+
+
+# ----------------------------------------------------------------------------- a real step
+
+
+@functools.cache
+def cnn_step(tmp: Path):
+    from test_paging import tiny_cnn
+
+    model_path = tiny_cnn(tmp / "tiny_cnn.onnx")
+    evaluator = Evaluator(StepConfig(model=str(model_path), target="cortex_m_mcu", optimizer="sgd"))
+    return evaluator, poet.build_model(evaluator)
+
+
+def test_model_of_store_all_and_page_all_matches_the_scheduler(tmp_path_factory):
+    evaluator, model = cnn_step(tmp_path_factory.getbasetemp())
+    for decisions in ({}, {g: "page" for g in model.genes}):
+        measured = poet.measure(evaluator, decisions)
+        energy, latency, peak = poet.predict(model, decisions)
+        assert energy == pytest.approx(measured["energy_pj"], rel=1e-3)
+        assert peak == pytest.approx(measured["peak_bytes"], rel=0.01)
+        # paging counted serially in the model: the scheduler overlaps it with compute
+        assert measured["latency_cycles"] <= latency * (1 + 1e-9)
+
+
+def test_milp_answer_meets_both_budgets_when_rescheduled(tmp_path_factory):
+    evaluator, model = cnn_step(tmp_path_factory.getbasetemp())
+    base = poet.measure(evaluator, {})
+    time_budget = 1.5 * base["latency_cycles"]
+    for fraction in (0.9, 0.75):
+        memory_budget = fraction * base["peak_bytes"]
+        both = poet.solve_measured(evaluator, model, memory_budget, time_budget)
+        assert both.status == "optimal" and both.plan()
+        assert both.measured["peak_bytes"] <= memory_budget
+        assert both.measured["latency_cycles"] <= time_budget
+        assert both.measured["energy_pj"] == pytest.approx(both.energy_pj, rel=1e-3)
+        only_recompute = poet.solve(model, memory_budget, time_budget, page=False)
+        if only_recompute.decisions:
+            assert both.energy_pj <= only_recompute.energy_pj
+        else:
+            # a budget only paging can meet
+            assert fraction == 0.75 and "page" in both.plan().values()
+    # a latency budget below store-all's is infeasible
+    assert poet.solve(model, base["peak_bytes"], 0.5 * base["latency_cycles"]).status == "infeasible"
