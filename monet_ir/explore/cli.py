@@ -105,10 +105,59 @@ def parse_search(text: str) -> tuple[bool, bool, bool]:
     return "checkpoint" in names, "allocation" in names, "fusion" in names
 
 
+def parse_energy_search(text: str) -> tuple[bool, bool]:
+    """`--search` of `--objective energy`: (recompute, page) decisions on or off."""
+    names = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = sorted(names - {"checkpoint", "paging", "all"})
+    if unknown or not names:
+        raise UsageError(f"--search {text}: --objective energy searches checkpoint, paging or all (several separated "
+                         f"by commas){', not ' + ', '.join(unknown) if unknown else ''}")
+    if "all" in names:
+        return True, True
+    return "checkpoint" in names, "paging" in names
+
+
+def run_energy_explore(args: argparse.Namespace) -> None:
+    from monet_ir.explore import energy
+    from monet_ir.explore.evaluate import Evaluator
+
+    if args.memory_budget is None:
+        raise UsageError("--objective energy needs --memory-budget BYTES (the peak of main memory)")
+    memory_budget = parse_size(args.memory_budget, "--memory-budget")
+    time_budget = math.inf if args.time_budget is None else float(args.time_budget)
+    if time_budget <= 0:
+        raise UsageError(f"--time-budget {args.time_budget}: expected a positive number of cycles")
+    if args.population < 2:
+        raise UsageError("--population must be at least 2")
+    if args.generations < 0:
+        raise UsageError("--generations must be non-negative")
+    recompute, page = parse_energy_search(args.search)
+    if getattr(args, "resume", None):
+        raise UsageError("--resume applies to the genetic searches of --objective schedule and checkpoint")
+    out = output_folder(args)
+    config = step_config(args)
+    _say(f"[{0.0:6.2f} s] building the training step of {args.model} for {args.target}")
+    evaluator = Evaluator(config)
+    if page and evaluator.target.storage is None:
+        if "paging" in args.search:
+            raise UsageError(f"--search paging: target '{evaluator.target.name}' has no storage level to page to")
+        page = False
+    text = energy.run(evaluator, out, memory_budget, time_budget, recompute=recompute, page=page, exact=args.exact,
+                      population=args.population, generations=args.generations, seed=args.seed,
+                      report_args=config.report_args(), progress=_say)
+    sys.stdout.write(text)
+
+
 def run_explore(args: argparse.Namespace) -> None:
     from monet_ir.explore import dispatch, ga, milp, outputs
     from monet_ir.explore import state as saved
     from monet_ir.explore.evaluate import Evaluator
+
+    if getattr(args, "objective", None) == "energy":
+        run_energy_explore(args)
+        return
+    if getattr(args, "memory_budget", None) is not None or getattr(args, "time_budget", None) is not None:
+        raise UsageError("--memory-budget and --time-budget apply to --objective energy (use --budget otherwise)")
 
     if args.population < 2:
         raise UsageError("--population must be at least 2")

@@ -7,7 +7,8 @@
                  [--fusion none|auto|FIRST:LAST,...] [--tiles N]
                  [--checkpoint store-all|recompute-all|sqrt|memory-budget=BYTES|list=NODE,...|plan=FILE.json]
                  [--dim NAME=N] [--no-plots]
-    monet explore MODEL.onnx --target NAME|file.yaml --out DIR [--objective schedule|checkpoint]
+    monet explore MODEL.onnx --target NAME|file.yaml --out DIR [--objective schedule|checkpoint|energy]
+                 [--memory-budget BYTES] [--time-budget CYCLES]
                  [--population 64] [--generations 50] [--seed 0] [--jobs N] [--budget BYTES] [--exact]
                  [--search checkpoint|fusion|allocation|all[,...]] [step options of report]
                  [--backend local|ray] [--ray-address auto|ray://HOST:PORT] [--resume DIR]
@@ -134,9 +135,11 @@ def add_explore_parsers(sub: Any) -> None:
     explore.add_argument("model", help="ONNX model")
     explore.add_argument("--target", required=True, help="built-in target name or target YAML")
     explore.add_argument("--out", help="output directory (required unless --resume DIR)")
-    explore.add_argument("--objective", default="schedule", choices=["schedule", "checkpoint"],
+    explore.add_argument("--objective", default="schedule", choices=["schedule", "checkpoint", "energy"],
                          help="schedule: latency, energy, peak memory of the scheduled step; checkpoint: "
-                              "recompute cycles and saved-activation bytes (the MILP's model)")
+                              "recompute cycles and saved-activation bytes (the MILP's model); energy: keep, "
+                              "recompute or page each saved activation for the least energy under "
+                              "--memory-budget and --time-budget (POET; writes plan.json)")
     explore.add_argument("--population", type=int, default=64)
     explore.add_argument("--generations", type=int, default=50)
     explore.add_argument("--seed", type=int, default=0)
@@ -144,9 +147,13 @@ def add_explore_parsers(sub: Any) -> None:
                          help="worker processes evaluating candidates (default: the local cores this process may use)")
     explore.add_argument("--budget", metavar="BYTES",
                          help="memory budget of the chosen point: peak memory (schedule) or saved bytes (checkpoint)")
+    explore.add_argument("--memory-budget", metavar="BYTES",
+                         help="--objective energy: peak of main memory (the report's memory.budgeted)")
+    explore.add_argument("--time-budget", metavar="CYCLES", type=float,
+                         help="--objective energy: latency of the step in cycles (default: none)")
     explore.add_argument("--exact", action="store_true",
                          help="also solve the checkpoint choice exactly (MILP; implies --objective checkpoint)")
-    explore.add_argument("--search", default="all", metavar="checkpoint|fusion|allocation|all[,...]",
+    explore.add_argument("--search", default="all", metavar="checkpoint|paging|fusion|allocation|all[,...]",
                          help="the decisions searched (default all; several separated by commas, e.g. "
                               "checkpoint,allocation for a layer-by-layer search)")
     _dispatch_options(explore, "search")
