@@ -2,7 +2,8 @@
 
 The memo key is (signature, core) where cores compare by their hardware only (id and name are
 not part of equality), so identical layers and identical cores are priced once.  The cache is
-the single piece of global state here; `clear_cache()` empties it.
+the single piece of global state here; `clear_cache()` empties it.  Behind it, costs persist
+between runs in `disk_cache` (on by default; `MONET_COST_CACHE=off` disables it).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from functools import lru_cache
 from monet_ir.errors import MonetError
 from targets.model import Core
 
+from . import disk_cache
 from .loopnest import InvalidMapping, search_with_spilling
 from .signature import Cost, LoopNestSig, VectorSig, frozen_mapping
 from .vector import vector_cost
@@ -47,9 +49,13 @@ def cost_of(sig: LoopNestSig | VectorSig, core: Core) -> Cost:
 
 @lru_cache(maxsize=65536)
 def _cached_cost(sig: LoopNestSig | VectorSig, core: Core) -> Cost:
-    if isinstance(sig, VectorSig):
-        return vector_cost(sig, core)
-    return loop_nest_cost(sig, core)
+    # then the persistent cache shared by runs and processes (monet_ir/cost/disk_cache.py)
+    stored = disk_cache.get(sig, core)
+    if stored is not None:
+        return stored
+    cost = vector_cost(sig, core) if isinstance(sig, VectorSig) else loop_nest_cost(sig, core)
+    disk_cache.put(sig, core, cost)
+    return cost
 
 
 def clear_cache() -> None:

@@ -89,6 +89,10 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+COST_CACHE_HELP = ("price every op afresh: neither read nor write the persistent cost cache "
+                   "(~/.cache/monet/costs.sqlite; same as MONET_COST_CACHE=off)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="monet", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action=_VersionAction)
@@ -114,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "per saved activation) (the activation-checkpoint pass)")
     report.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
     report.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    report.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
     sub.add_parser("targets", help="list the built-in targets")
     add_explore_parsers(sub)
     return parser
@@ -128,6 +133,7 @@ def _step_options(p: argparse.ArgumentParser) -> None:
     add_precision_options(p)
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
 
 
 def add_explore_parsers(sub: Any) -> None:
@@ -333,6 +339,11 @@ def run_targets() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if getattr(args, "no_cost_cache", False):
+        from monet_ir.cost import disk_cache
+
+        os.environ[disk_cache.ENV] = "off"  # inherited by worker processes
+        disk_cache.reset()  # read again on first use
     if args.command in ("explore", "sweep"):
         from monet_ir.explore.cli import run_explore, run_sweep
 
