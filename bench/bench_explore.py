@@ -24,6 +24,7 @@ Everything runs with the garbage-collection settings of a search (`tuned_collect
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -35,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 MODELS = {
     "resnet18_b1": REPO / "examples" / "models" / "resnet18_b1.onnx",
-    "gpt2_small_b8": REPO.parent / "shared" / "models" / "gpt2_small_b8.onnx",
+    "gpt2_small_b8": Path(os.environ.get("MONET_SHARED", REPO.parent / "shared")) / "models" / "gpt2_small_b8.onnx",
 }
 TARGET_MS = 50.0
 TARGET_SEARCH_MIN = 3.0

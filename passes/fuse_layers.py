@@ -39,6 +39,7 @@ backward, unless `activation-checkpoint` recomputes it. Recompute copies are not
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -102,11 +103,25 @@ class FuseLayersPass(ModulePass):
     def _target_memory(self) -> int:
         if not self.target:
             return 0
-        from monet_ir.schedule.scheduler import top_memory
-        from targets import get_target
+        import os
 
-        target = get_target(self.target)
-        return int(min(top_memory(c)[1] for c in target.cores if c.kind == "mac_array") or 0)
+        # the explorer applies this pass for every fused candidate: read the target once (a file
+        # target again only when it changed)
+        stamp = None
+        if os.path.isfile(self.target):
+            info = os.stat(self.target)
+            stamp = (info.st_mtime_ns, info.st_size)
+        return _mac_array_memory(self.target, stamp)
+
+
+@functools.lru_cache(maxsize=32)
+def _mac_array_memory(target_name: str, stamp: tuple[int, int] | None) -> int:
+    """The smallest top memory of the target's MAC-array cores (the fusion budget)."""
+    from monet_ir.schedule.scheduler import top_memory
+    from targets import get_target
+
+    target = get_target(target_name)
+    return int(min(top_memory(c)[1] for c in target.cores if c.kind == "mac_array") or 0)
 
 
 def preferred_axis(op: Operation) -> int | None:

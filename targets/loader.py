@@ -36,7 +36,8 @@ def parse_yaml(path: str, problems: Problems) -> Any:
 
     try:
         with open(path, encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
+            # libyaml's parser when PyYAML has it (the same data, several times faster)
+            return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except FileNotFoundError:
         problems.add("<file>", "file not found", file=path)
     except IsADirectoryError:
