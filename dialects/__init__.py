@@ -5,6 +5,7 @@
 - `train`: optimizer steps and in-place updates of persistent state.
 - `hw`: cost and schedule attributes (`#hw.cost`, `#hw.sched`).
 - `collective`: communication between chips (all-reduce, reduce-scatter, all-gather, send/recv).
+- `mx`: casts into microscaling (MX) formats (quantize, requantize).
 """
 
 from collections.abc import Callable
@@ -42,6 +43,12 @@ def _collective() -> Dialect:
     return COLLECTIVE
 
 
+def _mx() -> Dialect:
+    from dialects.mx import MX
+
+    return MX
+
+
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     """Our dialects by name, each behind a factory so that loading one is paid only when used."""
-    return {"nn": _nn, "grad": _grad, "train": _train, "hw": _hw, "collective": _collective}
+    return {"nn": _nn, "grad": _grad, "train": _train, "hw": _hw, "collective": _collective, "mx": _mx}

@@ -45,6 +45,12 @@ def _fuse_layers() -> type[ModulePass]:
     return FuseLayersPass
 
 
+def _quantize() -> type[ModulePass]:
+    from passes.quantize import QuantizePass
+
+    return QuantizePass
+
+
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "autodiff": _autodiff,
@@ -53,4 +59,5 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "schedule": _schedule,
         "fuse-layers": _fuse_layers,
         "activation-checkpoint": _activation_checkpoint,
+        "quantize": _quantize,
     }

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from dialects import grad, nn, train
+from dialects import grad, mx, nn, train
 from dialects.base import bool_of, ints_of, is_float_type, num_elements, shape_of
 from monet_ir import graph
 from monet_ir.cost.signature import LoopNestSig, VectorSig
@@ -49,6 +49,9 @@ OPS_PER_ELEMENT: dict[type[Operation], float] = {
     grad.ReduceMeanGradOp: 1, grad.SliceGradOp: 0, grad.GatherGradOp: 1,
     grad.SoftmaxCrossEntropyGradOp: 3, grad.MseLossGradOp: 2,
     train.SgdOp: 3, train.MomentumOp: 5, train.AdamOp: 12, train.AdamWOp: 13, train.AccumulateOp: 1,
+    # an MX cast: |x| and the block's running max, x / scale, round to the element, clamp (the
+    # scale's exponent, once per block, is noise); a requantize decodes (x * scale) first
+    mx.QuantizeOp: 4, mx.RequantizeOp: 5,
 }
 
 VECTOR_KIND: dict[type[Operation], str] = {
@@ -122,7 +125,11 @@ def value_format(value: SSAValue, policy: PrecisionPolicy, stored: bool = True) 
 
 
 def value_bytes(value: SSAValue, bits) -> int:
-    """Storage bytes of a value at precision `bits` (None, a width, or a policy)."""
+    """Storage bytes of a value at precision `bits` (None, a width, or a policy); an MX cast's
+    result in its own format whatever `bits`."""
+    named = getattr(value.owner, "mx_format", None) if not isinstance(value, BlockArgument) else None
+    if named is not None:
+        return named(bits).storage_bytes(num_elements(shape_of(value.type)))
     if isinstance(bits, PrecisionPolicy):
         fmt = value_format(value, bits)
         if fmt is None:

@@ -1,8 +1,9 @@
 """Microscaling (OCP MX v1.0) quantization in numpy, element rounding by `ml_dtypes`.
 
-A tensor is seen as a matrix: the reduction axis (`axis`) last, every other axis flattened into
-rows. Groups are `group.rows x group.cols` tiles of that matrix (a vector group is 1 x k along
-the reduction axis, a square group r x c; padding with zeros completes the last tiles). Each
+Groups run along the reduction axis (`axis`): a vector group is 1 x k elements of it, a square
+group an r x c tile of the axes (`partner`, `axis`) (by default the two innermost), the same
+tile whichever of the two is reduced; every other axis indexes independent groups; padding with
+zeros completes the last groups. Each
 group shares one E8M0 scale X = 2^e with
 
     e = clamp(floor(log2(amax)) - emax, -127, 127)      (amax = 0: e = -127)
@@ -56,32 +57,55 @@ class MXTensor:
     shape: tuple[int, ...]
     axis: int
     dtype: Any
+    partner: int | None
+    moved_shape: tuple[int, ...]
 
     def element_values(self) -> np.ndarray:
         values = self.elements.astype(np.float64)
         return values / INT8_IMPLICIT if MX_ELEMENTS[self.name].is_int else values
 
 
-def _as_matrix(x: np.ndarray, axis: int) -> np.ndarray:
-    moved = np.moveaxis(x, axis, -1) if x.ndim else x.reshape(1)
-    return moved.reshape(-1, moved.shape[-1]) if moved.ndim > 1 else moved.reshape(1, -1)
+def _layout(x: np.ndarray, axis: int, partner: int | None) -> tuple[np.ndarray, tuple[int, ...]]:
+    """x as [lead, P, C]: the reduction axis last (C), the square tile's other axis before it
+    (P; 1 for vector groups), every other axis flattened in front; and the permuted shape."""
+    order = [a for a in range(x.ndim) if a not in (axis, partner)] + ([partner] if partner is not None else []) + [axis]
+    moved = np.transpose(x, order)
+    p = moved.shape[-2] if partner is not None else 1
+    return moved.reshape(-1, p, moved.shape[-1]), moved.shape
 
 
-def _blocks(matrix: np.ndarray, group: MXGroup) -> np.ndarray:
+def _blocks(cube: np.ndarray, group: MXGroup) -> np.ndarray:
     r, c = group.rows, group.cols
-    rows, cols = matrix.shape
-    padded = np.zeros((-(-rows // r) * r, -(-cols // c) * c), dtype=np.float64)
-    padded[:rows, :cols] = matrix
-    nr, nc = padded.shape[0] // r, padded.shape[1] // c
-    return padded.reshape(nr, r, nc, c).transpose(0, 2, 1, 3).reshape(nr, nc, r * c)
+    lead, rows, cols = cube.shape
+    padded = np.zeros((lead, -(-rows // r) * r, -(-cols // c) * c), dtype=np.float64)
+    padded[:, :rows, :cols] = cube
+    nr, nc = padded.shape[1] // r, padded.shape[2] // c
+    return padded.reshape(lead, nr, r, nc, c).transpose(0, 1, 3, 2, 4).reshape(lead, nr, nc, r * c)
 
 
-def quantize(x: Any, name: str, group: MXGroup, axis: int = -1) -> MXTensor:
-    """Encode `x` in MX format `name` with groups `group` along reduction axis `axis`."""
-    x = np.asarray(x)
+def partner_axis(ndim: int, axis: int) -> int:
+    """The other axis of a square tile by default: the other of the two innermost axes."""
+    return ndim - 2 if axis == ndim - 1 else ndim - 1
+
+
+def quantize(x: Any, name: str, group: MXGroup, axis: int = -1, partner: int | None = None) -> MXTensor:
+    """Encode `x` in MX format `name` with groups `group` along reduction axis `axis`; a square
+    group tiles axes (`partner`, `axis`), by default the two innermost."""
+    x = np.asarray(x, dtype=None)
     dtype = x.dtype if np.issubdtype(x.dtype, np.floating) else np.dtype(np.float32)
-    axis = axis % x.ndim if x.ndim else 0
-    blocks = _blocks(_as_matrix(x.astype(np.float64), axis), group)
+    if x.ndim == 0:
+        x = x.reshape(1)
+    axis = axis % x.ndim
+    if group.rows > 1:
+        if x.ndim < 2:
+            raise PrecisionError(f"a square MX group needs a tensor of rank 2 or more, got shape {list(x.shape)}")
+        partner = partner_axis(x.ndim, axis) if partner is None else partner % x.ndim
+        if partner == axis:
+            raise PrecisionError(f"square MX group: partner axis {partner} is the reduction axis")
+    else:
+        partner = None
+    cube, moved_shape = _layout(x.astype(np.float64), axis, partner)
+    blocks = _blocks(cube, group)
     element = MX_ELEMENTS[name]
     with np.errstate(invalid="ignore"):
         amax = np.max(np.abs(blocks), axis=-1)
@@ -97,23 +121,23 @@ def quantize(x: Any, name: str, group: MXGroup, axis: int = -1) -> MXTensor:
     else:
         elements = np.clip(scaled, -limit, limit).astype(element_dtype(name))
     scales = np.where(finite, scale, np.nan).astype(ml_dtypes.float8_e8m0fnu)
-    return MXTensor(name, group, scales, elements, x.shape, axis, dtype)
+    return MXTensor(name, group, scales, elements, x.shape, axis, dtype, partner, moved_shape)
 
 
 def dequantize(q: MXTensor) -> np.ndarray:
     """The values `q` encodes, in the dtype and shape of the quantized tensor."""
     values = q.element_values() * q.scales.astype(np.float64)[..., None]
-    nr, nc, _ = values.shape
+    lead, nr, nc, _ = values.shape
     r, c = q.group.rows, q.group.cols
-    matrix = values.reshape(nr, nc, r, c).transpose(0, 2, 1, 3).reshape(nr * r, nc * c)
-    if not q.shape:
-        return matrix[0, 0].astype(q.dtype)
-    moved_shape = tuple(np.delete(np.array(q.shape), q.axis)) + (q.shape[q.axis],)
-    rows = int(np.prod(moved_shape[:-1], dtype=np.int64))
-    moved = matrix[:rows, :moved_shape[-1]].reshape(moved_shape)
-    return np.moveaxis(moved, -1, q.axis).astype(q.dtype)
+    cube = values.reshape(lead, nr, nc, r, c).transpose(0, 1, 3, 2, 4).reshape(lead, nr * r, nc * c)
+    rows = q.moved_shape[-2] if q.partner is not None else 1
+    moved = cube[:, :rows, :q.moved_shape[-1]].reshape(q.moved_shape)
+    ndim = len(q.moved_shape)
+    order = [a for a in range(ndim) if a not in (q.axis, q.partner)] + ([q.partner] if q.partner is not None else []) + [q.axis]
+    out = np.transpose(moved, np.argsort(order))
+    return out.reshape(q.shape).astype(q.dtype)
 
 
-def quantize_dequantize(x: Any, name: str, group: MXGroup, axis: int = -1) -> np.ndarray:
+def quantize_dequantize(x: Any, name: str, group: MXGroup, axis: int = -1, partner: int | None = None) -> np.ndarray:
     """`x` rounded through MX format `name` (what an MX datapath computes with)."""
-    return dequantize(quantize(x, name, group, axis))
+    return dequantize(quantize(x, name, group, axis, partner))

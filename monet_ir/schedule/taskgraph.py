@@ -299,8 +299,7 @@ class _Extractor:
 
     def value_size(self, value) -> int:
         """Bytes of a value at the step's precision (a policy sizes each by its class)."""
-        return value_bytes(value, self.bits) if self.bits is not None and not isinstance(self.bits, int) \
-            else self.size(value.type)
+        return value_bytes(value, self.bits)
 
     def signature(self, op: Operation):
         if op in self.known:
@@ -567,11 +566,15 @@ def _gradient_results(fn: func.FuncOp) -> set[SSAValue]:
 
 
 def _order_in_place_updates(tasks: list[Task], tensors: list[TensorInfo]) -> None:
+    """Readers of a tensor before an in-place update of it run before the update, readers
+    after it (an MX re-quantization of the updated weight) after it."""
     for task in tasks:
         for tid in task.in_place:
             for reader in tensors[tid].consumers:
                 if reader != task.index and reader < task.index:
                     task.preds.add(reader)
+                elif reader > task.index:
+                    tasks[reader].preds.add(task.index)
 
 
 def _recompute_when_needed(tasks: list[Task]) -> None:

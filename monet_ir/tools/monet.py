@@ -214,6 +214,7 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
     from targets import get_target
     from targets.precision_choice import choose_precision
 
+    precision_request(args)  # a malformed --precision fails before the import
     progress.step(f"importing {args.model}")
     module = import_onnx(args.model, dims=parse_dims(args.dim))
     pipeline = []
@@ -242,6 +243,14 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
         progress.step(f"activation-checkpoint ({args.checkpoint})")
         checkpoint.apply(Context(), module)
         pipeline.append(checkpoint.pipeline_pass_spec())
+    requested = precision_request(args)
+    if requested is not None and requested.has_mx and not already_training:
+        from passes.quantize import QuantizePass
+
+        quantize = QuantizePass(policy=requested.spec())
+        progress.step(f"quantize ({requested.spec()})")
+        quantize.apply(Context(), module)
+        pipeline.append(quantize.pipeline_pass_spec())
     if args.fusion != "none":
         from passes.fuse_layers import FuseLayersPass
 
@@ -253,7 +262,6 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
         pipeline.append(fusion.pipeline_pass_spec())
     fn = step_function(module)
     progress.step(f"loading target {args.target}")
-    requested = precision_request(args)
     target = get_target(args.target, precision=requested.weights if requested else None)
     choice = choose_precision(target, requested)
     if choice.source != "--precision":

@@ -96,7 +96,7 @@ def test_a_nan_or_inf_block_decodes_to_nan_and_only_that_block(name):
     x[0, 3] = np.nan
     x[1, 40] = np.inf
     q = quantize(x, name, MXGroup("vector", 1, 32), axis=1)
-    codes = q.scales.view(np.uint8)
+    codes = q.scales.view(np.uint8).reshape(2, 2)  # [rows, blocks per row]
     emax = MX_ELEMENTS[name].emax
     assert codes.tolist() == [[255, 127 - emax], [127 - emax, 255]]  # 1 = 1.0 * 2^0: scale 2^-emax
     y = dequantize(q)
@@ -106,7 +106,7 @@ def test_a_nan_or_inf_block_decodes_to_nan_and_only_that_block(name):
 
 def test_a_nan_scale_decodes_the_whole_block_to_nan():
     q = quantize(np.arange(64, dtype=np.float32).reshape(1, 64), "mxfp6_e3m2", MXGroup("vector", 1, 32))
-    q.scales[0, 1] = ml_dtypes.float8_e8m0fnu(np.nan)
+    q.scales.reshape(-1)[1] = ml_dtypes.float8_e8m0fnu(np.nan)
     y = dequantize(q)
     assert np.isnan(y[0, 32:]).all() and not np.isnan(y[0, :32]).any()
 
@@ -150,3 +150,18 @@ def test_group_parsing():
             parse_group(bad)
     with pytest.raises(PrecisionError, match="--mx-block"):
         parse_group("vector", 0)
+
+
+def test_square_groups_give_one_encoding_for_either_reduction_axis():
+    rng = np.random.default_rng(11)
+    square = MXGroup("square", 8, 8)
+    w = rng.standard_normal((24, 40)).astype(np.float32)
+    conv = rng.standard_normal((16, 12, 3, 3)).astype(np.float32)  # [K, C, fy, fx]: tiles over (K, C)
+    for name in ("mxfp8_e4m3", "mxfp4_e2m1", "mxint8"):
+        np.testing.assert_array_equal(quantize_dequantize(w, name, square, axis=0),
+                                      quantize_dequantize(w, name, square, axis=1))
+        np.testing.assert_array_equal(quantize_dequantize(conv, name, square, axis=1, partner=0),
+                                      quantize_dequantize(conv, name, square, axis=0, partner=1))
+        # each (fy, fx) position is its own 16 x 12 matrix of tiles
+        np.testing.assert_array_equal(quantize_dequantize(conv, name, square, axis=1, partner=0)[:, :, 2, 1],
+                                      quantize_dequantize(conv[:, :, 2, 1], name, square, axis=1))
