@@ -51,6 +51,12 @@ def _quantize() -> type[ModulePass]:
     return QuantizePass
 
 
+def _parallelize() -> type[ModulePass]:
+    from passes.parallelize import ParallelizePass
+
+    return ParallelizePass
+
+
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "autodiff": _autodiff,
@@ -60,4 +66,5 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "fuse-layers": _fuse_layers,
         "activation-checkpoint": _activation_checkpoint,
         "quantize": _quantize,
+        "parallelize": _parallelize,
     }

@@ -7,6 +7,7 @@
                  [--fusion none|auto|FIRST:LAST,...] [--tiles N]
                  [--checkpoint store-all|recompute-all|sqrt|memory-budget=BYTES|list=NODE,...|plan=FILE.json]
                  [--dim NAME=N] [--no-plots]
+    monet report MODEL.onnx --system NAME|system.yaml --parallel dp=N,tp=N,pp=N[,zero=S][,microbatches=M] --out DIR
     monet explore MODEL.onnx --target NAME|file.yaml --out DIR [--objective schedule|checkpoint|energy]
                  [--memory-budget BYTES] [--time-budget CYCLES]
                  [--population 64] [--generations 50] [--seed 0] [--jobs N] [--budget BYTES] [--exact]
@@ -99,7 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     report = sub.add_parser("report", help="latency, energy and memory of one training step")
     report.add_argument("model", help="ONNX model")
-    report.add_argument("--target", required=True, help="built-in target name or target YAML (ours or Stream's)")
+    report.add_argument("--target", help="built-in target name or target YAML (ours or Stream's)")
+    report.add_argument("--system", help="multi-chip system: built-in name (monet targets) or system YAML; "
+                                         "the step runs on every chip (see --parallel)")
+    report.add_argument("--parallel", default="dp=1", metavar="dp=N,tp=N,pp=N[,zero=S][,microbatches=M]",
+                        help="parallel plan on --system (default dp=1); also bucket=BYTES, algorithm=ring|tree|hierarchical")
     report.add_argument("--out", required=True, help="output directory")
     report.add_argument("--loss", default="cross-entropy", choices=["cross-entropy", "mse", "sum", "none"])
     report.add_argument("--labels", default="labels", help="name of the labels input the loss adds")
@@ -296,6 +301,14 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
 
 def run_report(args: argparse.Namespace) -> None:
     import json
+
+    if args.system:
+        from monet_ir.tools.parallel_report import run_parallel_report
+
+        run_parallel_report(args, Progress(enabled=True))
+        return
+    if not args.target:
+        raise UsageError("report: give --target (one chip) or --system (several)")
 
     from monet_ir.emit.step_report import (
         PlotWorker,

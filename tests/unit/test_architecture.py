@@ -25,7 +25,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("cost", ("monet_ir/cost/", "monet_ir/network/")),
     ("IR", ("dialects/", "monet_ir/types.py", "monet_ir/graph.py")),
     ("frontend, analysis", ("monet_ir/frontend/", "monet_ir/analysis/")),
-    ("interp, schedule", ("monet_ir/interp/", "monet_ir/schedule/")),
+    ("interp, schedule", ("monet_ir/interp/", "monet_ir/schedule/", "monet_ir/parallel/")),
     ("passes", ("passes/", "monet_ir/registry.py")),
     ("emit", ("monet_ir/emit/",)),
     ("explore", ("monet_ir/explore/",)),
