@@ -1,10 +1,17 @@
 """`parallelize`: the training step of one chip of a data-parallel group, with its collectives.
 
-    parallelize{dp=8 zero=0|1|2|3 bucket=25000000 algorithm=ring|tree|hierarchical}
+    parallelize{dp=8 pp=4 zero=0|1|2|3 bucket=25000000 algorithm=ring|tree|hierarchical}
 
 Options:
 - `dp` (default 1): data-parallel replicas. The step function describes one replica's batch
   (the ONNX model's batch is the per-chip micro-batch; the global batch is `dp` times it).
+- `pp` (default 1): pipeline stages. The step function becomes `pp` functions
+  `@<name>_stage<s>` (`monet.stage = s`): a balanced partition of the forward ops by the FLOPs
+  of their nodes in every phase, the backward and optimizer ops with their forward nodes, and
+  `collective.send`/`collective.recv` (`group = "pp"`) for every value one stage computes and
+  another reads (`monet_ir.parallel.stages`). Data parallelism and ZeRO then apply to each
+  stage function. Micro-batches and the pipeline schedule (GPipe, 1F1B) are the evaluator's
+  (`monet_ir.parallel.pipeline`): each stage function is one micro-batch's step.
 - `zero` (default 0): ZeRO stage. 0: every chip holds the whole parameters, gradients and
   optimizer state; 1: optimizer state sharded; 2: gradients too; 3: parameters too.
 - `bucket` (default 25000000, PyTorch DDP's 25 MB): gradient bytes (at the IR's element types)
@@ -28,8 +35,8 @@ Rewriting (the ops get `group = "dp"`, `size = dp`):
   its first forward use (`phase = "forward"`) and again before its first backward use, the
   optimizer updates the shard in place, and no all-gather follows the optimizer.
 
-The module records the plan as `monet.parallel = {dp = 8 : i64, zero = 2 : i64}`. `dp=1` with
-`zero=0` changes nothing but that attribute.
+The module records the plan as `monet.parallel = {dp = 8 : i64, pp = 1 : i64, zero = 2 : i64}`.
+`dp=1 pp=1 zero=0` changes nothing but that attribute.
 """
 
 from __future__ import annotations
@@ -52,16 +59,21 @@ class ParallelizePass(ModulePass):
     name = "parallelize"
 
     dp: int = 1
+    pp: int = 1
     zero: int = 0
     bucket: int = 25_000_000
     algorithm: str = "ring"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from dialects import train
         from dialects.collective import ALGORITHMS
         from monet_ir import graph
+        from monet_ir.errors import MonetError
 
         if self.dp < 1:
             raise PassFailedException(f"parallelize: dp must be at least 1, got {self.dp}")
+        if self.pp < 1:
+            raise PassFailedException(f"parallelize: pp must be at least 1, got {self.pp}")
         if self.zero not in (0, 1, 2, 3):
             raise PassFailedException(f"parallelize: zero must be 0, 1, 2 or 3, got {self.zero}")
         if self.bucket < 0:
@@ -71,11 +83,23 @@ class ParallelizePass(ModulePass):
         if "monet.parallel" in op.attributes:
             raise PassFailedException("parallelize: the step is already parallelized")
         fn = graph.step_function(op)
-        op.attributes["monet.parallel"] = DictionaryAttr({"dp": IntegerAttr(self.dp, 64),
+        if not any(isinstance(o, train.OptimizerOp) for o in fn.body.block.ops):
+            raise PassFailedException("parallelize: the step has no optimizer ops (run autodiff and insert-optimizer first)")
+        op.attributes["monet.parallel"] = DictionaryAttr({"dp": IntegerAttr(self.dp, 64), "pp": IntegerAttr(self.pp, 64),
                                                           "zero": IntegerAttr(self.zero, 64)})
+        fns = [fn]
+        if self.pp > 1:
+            from monet_ir.parallel.stages import split_stages
+
+            try:
+                fns = split_stages(op, self.pp)
+            except MonetError as e:
+                raise PassFailedException(f"parallelize: {e}") from None
         if self.dp == 1 and self.zero == 0:
             return
-        _Rewriter(fn, self).run()
+        for stage_fn in fns:
+            if any(isinstance(o, train.OptimizerOp) for o in stage_fn.body.block.ops):
+                _Rewriter(stage_fn, self).run()
 
 
 def _elements(t) -> int:
@@ -100,8 +124,6 @@ class _Rewriter:
         self.o = options
         self.position = {o: i for i, o in enumerate(self.block.ops)}
         self.updates = [o for o in self.block.ops if isinstance(o, train.OptimizerOp)]
-        if not self.updates:
-            raise PassFailedException("parallelize: the step has no optimizer ops (run autodiff and insert-optimizer first)")
 
     def make(self, cls, operands, *, phase: str | None, result_types=None, node: str = ""):
         from dialects.collective import AllGatherOp, ShardOp

@@ -5,14 +5,14 @@
 | field | meaning |
 |---|---|
 | `system`, `chips`, `chip`, `network` | the system, its chip count, the chip target, the topology |
-| `plan` | `dp`, `tp`, `pp`, `zero`, `microbatches`, `bucket_bytes`, `algorithm` |
+| `plan` | `dp`, `tp`, `pp`, `zero`, `microbatches`, `schedule` (`gpipe`, `1f1b`; `none` without stages), `bucket_bytes`, `algorithm` |
 | `latency_cycles`, `latency_s` | the step on the system: every chip's step with its collectives on the network |
-| `chip_latency_cycles` | the chip's step with communication taking no time |
-| `communication` | `time_s` (union of the intervals a collective is in flight on chip 0), `exposed_s` (what the step got longer than `chip_latency`), `overlapped_s` (`time_s - exposed_s`), `collectives` (count), `bytes_per_chip` (the tensors each chip reduces or gathers), `network_bytes` (bytes all chips sent, each message once), `network_link_bytes` (summed over the links crossed) |
-| `bubble_fraction` | idle share of the pipeline (0 without pipeline parallelism) |
-| `energy_pj`, `energy_breakdown_pj` | the chip's energy times the chips, plus `network` (every link crossed) |
-| `memory_per_device` | `parameter_bytes`, `gradient_bytes`, `optimizer_state_bytes` (incl. `master_weight_bytes`), `optimizer_step_bytes`, `model_state_bytes`, `buffer_bytes`, `activation_bytes` (saved for backward), `input_bytes`, `total_bytes`, `parameter_count`, `dram_peak_bytes` (the chip's schedule), `capacity_bytes` (the chip's DRAM), `fits` |
-| `collective_ops` | per collective: `op`, `node`, `phase`, `group`, `bytes`, `start_cycle`, `end_cycle` |
+| `chip_latency_cycles` | the step with communication taking no time (the pipeline's bubbles stay) |
+| `communication` | `time_s` (union of the intervals a collective is in flight on chip 0), `exposed_s` (what the step got longer than `chip_latency`), `overlapped_s` (`time_s - exposed_s`), `collectives` (count), `bytes_per_chip` (the tensors each chip reduces or gathers), `network_bytes` (bytes all chips sent, each message once), `network_link_bytes` (collectives' bytes summed over the links crossed), `pipeline_bytes` (activations and their gradients between stages, every micro-batch and replica) |
+| `bubble_fraction` | idle share of the stages over the pipeline's makespan (0 without pipeline parallelism) |
+| `energy_pj`, `energy_breakdown_pj` | every chip's energy (forward and backward once per micro-batch, the rest once per step), plus `network` (every link crossed) |
+| `memory_per_device` | `parameter_bytes`, `gradient_bytes`, `optimizer_state_bytes` (incl. `master_weight_bytes`), `optimizer_step_bytes`, `model_state_bytes`, `buffer_bytes`, `activation_bytes` (saved for backward), `input_bytes`, `total_bytes`, `parameter_count`, `dram_peak_bytes` (the chip's schedule, plus the activations of the other micro-batches in flight), `capacity_bytes` (the chip's DRAM), `fits` (every stage fits); with stages, the stage that needs the most, and `memory_per_stage` every stage's, with `microbatches_in_flight` |
+| `collective_ops` | per collective: `stage`, `op`, `node`, `phase`, `group`, `bytes`, `start_cycle`, `end_cycle` |
 | `links` | per link: `bytes`, `busy_s`, `utilization` (busy / step latency) |
 """
 
@@ -22,49 +22,64 @@ from typing import Any
 
 
 def parallel_report(result: Any) -> dict[str, Any]:
+    """The report of a `monet_ir.parallel.pipeline.ParallelResult`."""
     system, plan = result.system, result.plan
     freq = result.frequency_hz
-    sched = result.chip_schedule
-    chip_energy = sched.energy_breakdown_pj()
-    network_pj = result.sim.total_energy_pj()
-    breakdown = {k: v * system.chips for k, v in chip_energy.items()}
-    breakdown["network"] = network_pj
+    m = plan.microbatches
+    breakdown: dict[str, float] = {}
+    for stage in result.stages:
+        sched = stage.chip_schedule
+        g = sched.graph
+        per_mb = sum(st.energy_pj for st in sched.tasks if g.tasks[st.task].phase in ("forward", "backward", "recompute"))
+        parts = sched.energy_breakdown_pj()
+        total = sum(parts.values())
+        # the forward and backward passes run once per micro-batch, the rest once per step
+        scale = (total + (m - 1) * per_mb) / total if total else 1.0
+        for key, value in parts.items():
+            breakdown[key] = breakdown.get(key, 0.0) + value * scale * plan.dp * plan.tp
+    sim = result.stages[0].sim
+    breakdown["network"] = sim.total_energy_pj() + result.p2p_energy_pj
     latency_s = result.latency_cycles / freq
     comm_s = result.comm_cycles / freq
     exposed_s = min(result.exposed_cycles / freq, comm_s)
     memory = dict(result.memory)
-    memory["fits"] = memory["total_bytes"] <= memory["capacity_bytes"] and memory["dram_peak_bytes"] <= memory["capacity_bytes"]
+    memory["fits"] = all(mm["total_bytes"] <= mm["capacity_bytes"] and mm["dram_peak_bytes"] <= mm["capacity_bytes"]
+                         for mm in result.stage_memory)
     links = {}
-    for link, stats in zip(system.network.links, result.sim.stats, strict=True):
+    for link, stats in zip(system.network.links, sim.stats, strict=True):
         if stats.bytes:
             links[link.name] = {"bytes": stats.bytes, "busy_s": stats.busy_s,
                                 "utilization": stats.busy_s / latency_s if latency_s else 0.0}
+    runs = [(s, r) for s, stage in enumerate(result.stages) for r in stage.collectives]
     return {
         "system": system.name,
         "chips": system.chips,
         "chip": system.chip.name,
         "network": system.network.topology,
         "plan": {"dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "zero": plan.zero,
-                 "microbatches": plan.microbatches, "bucket_bytes": plan.bucket, "algorithm": plan.algorithm},
+                 "microbatches": plan.microbatches, "schedule": result.schedule if plan.pp > 1 else "none",
+                 "bucket_bytes": plan.bucket, "algorithm": plan.algorithm},
         "frequency_hz": freq,
         "latency_cycles": round(result.latency_cycles),
         "latency_s": latency_s,
-        "chip_latency_cycles": round(result.chip_latency_cycles),
+        "chip_latency_cycles": round(result.no_comm_latency_cycles),
         "communication": {
             "time_s": comm_s,
             "exposed_s": exposed_s,
             "overlapped_s": max(0.0, comm_s - exposed_s),
-            "collectives": len(result.collectives),
-            "bytes_per_chip": sum(r.bytes for r in result.collectives),
-            "network_bytes": sum(r.sent_bytes for r in result.collectives),
-            "network_link_bytes": result.sim.total_bytes(),
+            "collectives": len(runs),
+            "bytes_per_chip": max(sum(r.bytes for r in stage.collectives) for stage in result.stages),
+            "network_bytes": sum(r.sent_bytes for _, r in runs) + result.p2p_bytes,
+            "pipeline_bytes": result.p2p_bytes,
+            "network_link_bytes": sim.total_bytes(),
         },
-        "bubble_fraction": getattr(result, "bubble_fraction", 0.0),
+        "bubble_fraction": result.bubble_fraction,
         "energy_pj": sum(breakdown.values()),
         "energy_breakdown_pj": breakdown,
         "memory_per_device": memory,
-        "collective_ops": [{"op": r.op, "node": r.node, "phase": r.phase, "group": r.group, "bytes": r.bytes,
-                            "start_cycle": round(r.start), "end_cycle": round(r.end)} for r in result.collectives],
+        "memory_per_stage": result.stage_memory if plan.pp > 1 else [],
+        "collective_ops": [{"stage": s, "op": r.op, "node": r.node, "phase": r.phase, "group": r.group, "bytes": r.bytes,
+                            "start_cycle": round(r.start), "end_cycle": round(r.end)} for s, r in runs],
         "links": links,
     }
 
@@ -78,12 +93,13 @@ def parallel_text(report: dict[str, Any]) -> str:
     lines = [f"MONET multi-chip training-step report: {report.get('model', '')} on {report['system']} "
              f"({report['chips']} x {report['chip']}, {report['network']})"]
     lines.append(f"  plan       dp={plan['dp']} tp={plan['tp']} pp={plan['pp']} zero={plan['zero']} "
-                 f"microbatches={plan['microbatches']} ({plan['algorithm']} collectives, buckets of {_mb(plan['bucket_bytes'])})")
+                 f"microbatches={plan['microbatches']}" + (f" schedule={plan['schedule']}" if plan["pp"] > 1 else "")
+                 + f" ({plan['algorithm']} collectives, buckets of {_mb(plan['bucket_bytes'])})")
     if "precision" in report:
         lines.append(f"  precision  {report['precision']} ({report.get('precision_source', '')})")
     lat = report["latency_s"]
     lines.append(f"  latency    {lat * 1e3:.4g} ms per step ({report['chip_latency_cycles'] / report['frequency_hz'] * 1e3:.4g} ms "
-                 "of it on one chip without communication)")
+                 "if communication took no time)")
     c = report["communication"]
     lines.append(f"  network    {c['collectives']} collectives, {_mb(c['bytes_per_chip'])} per chip, "
                  f"{_mb(c['network_bytes'])} sent by all chips")
@@ -105,6 +121,9 @@ def parallel_text(report: dict[str, Any]) -> str:
     cap_text = "-" if cap == float("inf") else f"{int(cap):,}"
     lines.append(f"    {'DRAM capacity':<22}{cap_text:>18}   {'fits' if m['fits'] else 'DOES NOT FIT'}"
                  f" (the chip's schedule peaks at {m['dram_peak_bytes']:,})")
+    for s, mm in enumerate(report.get("memory_per_stage", [])):
+        lines.append(f"    stage {s}: total {mm['total_bytes']:,} ({mm['microbatches_in_flight']} micro-batches in flight), "
+                     f"schedule peak {mm['dram_peak_bytes']:,}")
     return "\n".join(lines) + "\n"
 
 
@@ -112,15 +131,18 @@ MAX_TRACE_CHIPS = 16
 
 
 def parallel_trace(result: Any) -> dict[str, Any]:
-    """Chrome trace: one process per chip (a track per core; the first 16 chips: every chip
-    of a data-parallel group runs the same step), one track per network link that carried
-    data, and the collectives of chip 0 on a track of their own."""
-    system = result.system
+    """Chrome trace: one process per chip (a track per core, one micro-batch's step of its
+    stage; the first 16 chips: the replicas of a stage run the same step), with pipeline
+    parallelism a process with one track per stage (its forward and backward micro-batches),
+    and one track per network link that carried data and the collectives of each stage."""
+    system, plan = result.system, result.plan
     us = 1e6 / result.frequency_hz
-    sched = result.chip_schedule
-    g = sched.graph
+    per_stage = plan.dp * plan.tp
     events: list[dict[str, Any]] = []
     for chip in range(min(system.chips, MAX_TRACE_CHIPS)):
+        stage = result.stages[min(chip // per_stage, len(result.stages) - 1)]
+        sched = stage.chip_schedule
+        g = sched.graph
         pid = chip + 1
         events.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"chip{chip}"}})
         for c in system.chip.cores:
@@ -129,16 +151,27 @@ def parallel_trace(result: Any) -> dict[str, Any]:
             task = g.tasks[st.task]
             if task.sig is None:
                 continue
-            start, end = result.task_times[st.task]
+            start, end = stage.task_times[st.task]
             events.append({"ph": "X", "pid": pid, "tid": st.core, "name": task.node or task.op, "cat": task.phase,
                            "ts": start * us, "dur": max((end - start) * us, 1e-3), "args": {"op": task.op}})
+    if plan.pp > 1:
+        pipe_pid = MAX_TRACE_CHIPS + 1
+        events.append({"ph": "M", "pid": pipe_pid, "name": "process_name", "args": {"name": "pipeline"}})
+        for s, ops in enumerate(result.pipeline.ops):
+            events.append({"ph": "M", "pid": pipe_pid, "tid": s, "name": "thread_name", "args": {"name": f"stage{s}"}})
+            for kind, mb, a, b in ops:
+                events.append({"ph": "X", "pid": pipe_pid, "tid": s, "name": f"{kind}{mb}",
+                               "cat": "forward" if kind == "F" else "backward", "ts": a * us, "dur": max((b - a) * us, 1e-3)})
     net_pid = MAX_TRACE_CHIPS + 2
     events.append({"ph": "M", "pid": net_pid, "name": "process_name", "args": {"name": "network"}})
-    events.append({"ph": "M", "pid": net_pid, "tid": 0, "name": "thread_name", "args": {"name": "collectives (chip 0)"}})
-    for r in result.collectives:
-        events.append({"ph": "X", "pid": net_pid, "tid": 0, "name": f"{r.op.split('.')[-1]} {r.node}", "cat": r.phase,
-                       "ts": r.start * us, "dur": max((r.end - r.start) * us, 1e-3), "args": {"bytes": r.bytes}})
-    for i, (link, stats) in enumerate(zip(system.network.links, result.sim.stats, strict=True)):
+    for s, stage in enumerate(result.stages):
+        tid = -1 - s
+        events.append({"ph": "M", "pid": net_pid, "tid": tid, "name": "thread_name", "args": {"name": f"collectives of stage {s}"}})
+        for r in stage.collectives:
+            events.append({"ph": "X", "pid": net_pid, "tid": tid, "name": f"{r.op.split('.')[-1]} {r.node}", "cat": r.phase,
+                           "ts": r.start * us, "dur": max((r.end - r.start) * us, 1e-3), "args": {"bytes": r.bytes}})
+    sim = result.stages[0].sim
+    for i, (link, stats) in enumerate(zip(system.network.links, sim.stats, strict=True)):
         if not stats.spans:
             continue
         events.append({"ph": "M", "pid": net_pid, "tid": i + 1, "name": "thread_name", "args": {"name": f"link {link.name}"}})

@@ -1,4 +1,5 @@
-"""A parallel plan and its spelling on the command line: `dp=8,tp=1,pp=1,zero=1,microbatches=4`.
+"""A parallel plan and its spelling on the command line: `dp=8,tp=1,pp=1,zero=1,microbatches=4`
+(also `schedule=gpipe|1f1b` for the pipeline, `bucket=BYTES`, `algorithm=ring|tree|hierarchical`).
 
 Chips are numbered with tensor-parallel ranks innermost, then data-parallel, then pipeline
 stages (Megatron's order, so a tensor-parallel group sits inside a node):
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 from monet_ir.errors import UsageError
 
-KEYS = ("dp", "tp", "pp", "zero", "microbatches", "bucket", "algorithm")
+KEYS = ("dp", "tp", "pp", "zero", "microbatches", "schedule", "bucket", "algorithm")
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class Plan:
     pp: int = 1
     zero: int = 0
     microbatches: int = 1
+    schedule: str = "1f1b"
     bucket: int = 25_000_000
     algorithm: str = "ring"
 
@@ -30,6 +32,7 @@ class Plan:
 
     def spec(self) -> str:
         text = f"dp={self.dp},tp={self.tp},pp={self.pp},zero={self.zero},microbatches={self.microbatches}"
+        text += "" if self.pp == 1 or self.schedule == "1f1b" else f",schedule={self.schedule}"
         return text + ("" if self.algorithm == "ring" else f",algorithm={self.algorithm}")
 
     def chip(self, stage: int, replica: int, shard: int) -> int:
@@ -57,6 +60,10 @@ def parse_plan(text: str, option: str = "--parallel") -> Plan:
         if key == "algorithm":
             if value not in ("ring", "tree", "hierarchical"):
                 raise UsageError(f"{option} {text}: algorithm must be ring, tree or hierarchical, got '{value}'")
+            values[key] = value
+        elif key == "schedule":
+            if value not in ("gpipe", "1f1b"):
+                raise UsageError(f"{option} {text}: schedule must be gpipe or 1f1b, got '{value}'")
             values[key] = value
         elif key == "bucket":
             values[key] = parse_size(value, f"{option} bucket=")

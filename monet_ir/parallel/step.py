@@ -44,8 +44,8 @@ from monet_ir.parallel.plan import Plan
 from monet_ir.schedule.scheduler import Schedule, schedule
 from monet_ir.schedule.taskgraph import extract
 
-COMMUNICATING = ("collective.all_reduce", "collective.reduce_scatter", "collective.all_gather",
-                 "collective.send", "collective.recv")
+COMMUNICATING = ("collective.all_reduce", "collective.reduce_scatter", "collective.all_gather")
+POINT_TO_POINT = ("collective.send", "collective.recv")
 
 
 @dataclass
@@ -107,7 +107,10 @@ def _elements(t) -> int:
     return n
 
 
-def run_step(fn, system, plan: Plan, bits: int | None, allocation=None) -> StepResult:
+def run_step(fn, system, plan: Plan, bits: int | None, allocation=None, stage: int = 0,
+             sim: NetworkSim | None = None) -> StepResult:
+    """The step of `fn` (pipeline stage `stage` of the plan) on every chip running it; send and
+    recv are left to the pipeline (`monet_ir.parallel.pipeline`): here they take no time."""
     from dialects import collective as c
     from monet_ir import graph as step_graph
     from monet_ir.analysis.ir_signatures import tensor_bytes_at
@@ -120,8 +123,10 @@ def run_step(fn, system, plan: Plan, bits: int | None, allocation=None) -> StepR
     size = (lambda t: tensor_bytes_at(t, bits)) if bits is not None else tensor_bytes
     freq = system.chip.frequency_hz
     net = system.network
-    sim = NetworkSim(net)
-    groups = {kind: [net.ring_order(grp) for grp in plan.groups(kind)] for kind in ("dp", "tp", "pp")}
+    sim = sim if sim is not None else NetworkSim(net)
+    per_stage = plan.dp * plan.tp
+    groups = {kind: [net.ring_order(grp) for grp in plan.groups(kind) if grp[0] // per_stage == stage]
+              for kind in ("dp", "tp")}
 
     order = sorted(sched.tasks, key=lambda st: (st.start, st.task))
     delay = [0.0] * len(g.tasks)  # what the task's data consumers wait longer

@@ -45,7 +45,7 @@ def build_parallel_step(model: str, plan, *, dims=None, loss="cross-entropy", la
         say(f"activation-checkpoint ({checkpoint})")
         cp.apply(Context(), module)
         pipeline.append(cp.pipeline_pass_spec())
-    par = ParallelizePass(dp=plan.dp, zero=plan.zero, bucket=plan.bucket, algorithm=plan.algorithm)
+    par = ParallelizePass(dp=plan.dp, pp=plan.pp, zero=plan.zero, bucket=plan.bucket, algorithm=plan.algorithm)
     say(f"parallelize ({plan.spec()})")
     par.apply(Context(), module)
     pipeline.append(par.pipeline_pass_spec())
@@ -53,12 +53,9 @@ def build_parallel_step(model: str, plan, *, dims=None, loss="cross-entropy", la
 
 
 def check_plan(plan, system) -> None:
-    if plan.tp > 1 or plan.pp > 1:
-        raise UsageError(f"--parallel {plan.spec()}: tensor and pipeline parallelism are not implemented yet "
-                         "(data parallelism and ZeRO 1-3 are)")
-    if plan.microbatches != 1:
-        raise UsageError(f"--parallel {plan.spec()}: microbatches go with pipeline parallelism (pp > 1), "
-                         "which is not implemented yet")
+    if plan.tp > 1:
+        raise UsageError(f"--parallel {plan.spec()}: tensor parallelism is not implemented yet "
+                         "(data, pipeline and ZeRO are)")
     if plan.chips != system.chips:
         raise UsageError(f"--parallel {plan.spec()}: dp x tp x pp = {plan.chips} chips, system "
                          f"'{system.name}' has {system.chips}")
@@ -70,7 +67,7 @@ def make_parallel_report(args: Any, progress: Any) -> tuple[dict[str, Any], Any]
     from monet_ir.emit.parallel_report import parallel_report
     from monet_ir.options import parse_dims
     from monet_ir.parallel.plan import parse_plan
-    from monet_ir.parallel.step import run_step
+    from monet_ir.parallel.pipeline import run_parallel
     from targets.precision_choice import choose_precision
     from targets.system import get_system
 
@@ -88,15 +85,19 @@ def make_parallel_report(args: Any, progress: Any) -> tuple[dict[str, Any], Any]
     module, pipeline = build_parallel_step(args.model, plan, dims=parse_dims(args.dim), loss=args.loss,
                                            labels=args.labels, optimizer=args.optimizer, lr=args.lr,
                                            checkpoint=args.checkpoint, progress=progress)
-    fn = step_graph.step_function(module)
-    progress.step(f"scheduling one chip's step on {system.chip.name}, its collectives on the {system.network.topology} network")
-    result = run_step(fn, system, plan, choice.bits)
+    from monet_ir.parallel.stages import stage_functions
+
+    fns = stage_functions(module)
+    fn = fns[0]
+    progress.step(f"scheduling {len(fns)} stage step(s) on {system.chip.name}, the collectives on the "
+                  f"{system.network.topology} network")
+    result = run_parallel(module, system, plan, choice.bits, plan.schedule)
     report: dict[str, Any] = {
         "model": Path(args.model).name,
         "pipeline": ",".join(str(p) for p in pipeline),
         "precision": choice.name or step_graph.element_precision(fn),
         "precision_source": choice.source,
-        "flops_per_device": flops_by_phase(fn),
+        "flops_per_device": [flops_by_phase(f) for f in fns] if len(fns) > 1 else flops_by_phase(fn),
     }
     report.update(parallel_report(result))
     return report, result

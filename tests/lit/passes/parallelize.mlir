@@ -3,6 +3,7 @@
 // RUN: monet-opt %s -p 'insert-optimizer,parallelize{dp=4}' | filecheck %s --check-prefix=BUCKET
 // RUN: monet-opt %s -p 'insert-optimizer,parallelize{dp=4 zero=2 bucket=0 algorithm=tree}' | filecheck %s --check-prefix=ZERO2
 // RUN: monet-opt %s -p 'insert-optimizer,parallelize{dp=4 zero=3 bucket=0}' | filecheck %s --check-prefix=ZERO3
+// RUN: monet-opt %s -p 'insert-optimizer,parallelize{pp=2}' | filecheck %s --check-prefix=PP
 // RUN: not monet-opt %s -p 'insert-optimizer,parallelize{dp=4 zero=5}' 2>&1 | filecheck %s --check-prefix=BADZERO
 // RUN: not monet-opt %s -p 'parallelize{dp=4}' 2>&1 | filecheck %s --check-prefix=NOOPT
 
@@ -20,7 +21,7 @@ func.func @step(%x: tensor<2x3xf32> {monet.input = "x"}, %t: tensor<2x4xf32> {mo
   func.return %loss, %dw, %db : tensor<f32>, tensor<4x3xf32>, tensor<4xf32>
 }
 
-// DP:      builtin.module attributes {monet.parallel = {dp = 4 : i64, zero = 0 : i64}}
+// DP:      builtin.module attributes {monet.parallel = {dp = 4 : i64, pp = 1 : i64, zero = 0 : i64}}
 // DP:      %0 = collective.all_reduce %dw {group = "dp", size = 4 : i64} : tensor<4x3xf32> -> tensor<4x3xf32>
 // DP:      %1 = collective.all_reduce %db {group = "dp", size = 4 : i64} : tensor<4xf32> -> tensor<4xf32>
 // DP:      train.adam %w, %0,
@@ -42,6 +43,17 @@ func.func @step(%x: tensor<2x3xf32> {monet.input = "x"}, %t: tensor<2x4xf32> {mo
 // ZERO3-NEXT: grad.matmul_lhs %dy, %2
 // ZERO3:      train.adam %w, %3, %w_exp_avg, %w_exp_avg_sq, %w_step
 // ZERO3-NOT:  collective.all_gather
+
+// PP:      func.func @step_stage0(%x: tensor<2x3xf32> {monet.input = "x"}, %w: tensor<4x3xf32> {monet.param = "fc.weight", monet.trainable}
+// PP:      %y = nn.gemm %x, %w, %b
+// PP-NEXT: collective.send %y {group = "pp", size = 2 : i64, peer = 1 : i64, node = "/fc/Gemm", phase = "forward"} : tensor<2x4xf32>
+// PP-NEXT: %dy = collective.recv {group = "pp", size = 2 : i64, peer = 1 : i64, node = "/loss"} : tensor<2x4xf32>
+// PP:      train.adam %w, %dw
+// PP:      func.func @step_stage1(%t: tensor<2x4xf32> {monet.input = "t"}) -> (tensor<f32> {monet.loss}) attributes {monet.stage = 1 : i64}
+// PP-NEXT: %y = collective.recv {group = "pp", size = 2 : i64, peer = 0 : i64, node = "/fc/Gemm", phase = "forward"} : tensor<2x4xf32>
+// PP-NEXT: %loss = nn.mse_loss %y, %t
+// PP:      collective.send %dy {group = "pp", size = 2 : i64, peer = 0 : i64, node = "/loss"} : tensor<2x4xf32>
+// PP-NEXT: func.return %loss : tensor<f32>
 
 // BADZERO: parallelize: zero must be 0, 1, 2 or 3, got 5
 // NOOPT:   parallelize: the step has no optimizer ops (run autodiff and insert-optimizer first)
