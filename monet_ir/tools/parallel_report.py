@@ -75,6 +75,9 @@ def make_parallel_report(args: Any, progress: Any) -> tuple[dict[str, Any], Any]
         value = getattr(args, option, None)
         if value and value != "none":
             raise UsageError(f"--{option} does not go with --system (not supported on multi-chip steps yet)")
+    if args.precision and ("=" in args.precision or args.precision.lower().startswith("mx")):
+        raise UsageError(f"--precision {args.precision}: per-class and MX precision policies do not go with --system yet "
+                         "(give one plain format: fp32, bf16, fp16, fp8, int8)")
     plan = parse_plan(args.parallel)
     progress.step(f"loading system {args.system}")
     system = get_system(args.system, precision=args.precision)
