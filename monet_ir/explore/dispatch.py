@@ -159,7 +159,7 @@ class LocalBackend:
 
     def close(self) -> None:
         if self.executor is not None:
-            self.executor.shutdown(wait=True)
+            self.executor.shutdown(wait=True, cancel_futures=True)
             self.executor = None
 
 

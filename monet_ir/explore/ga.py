@@ -515,7 +515,7 @@ def run_search(
             history=history, eval_seconds=pop_eval.seconds,
             seconds=previous_seconds + time.perf_counter() - start), checkpoint)
 
-    report = _Progress(progress, log, generations, names, pop_eval, start)
+    report = _Progress(progress, log, generations, names, pop_eval, start, append=resume is not None)
     try:
         if resume is None:
             random.seed(seed)
@@ -605,9 +605,9 @@ class _Progress:
     run, the best first objective of the population, workers alive)."""
 
     def __init__(self, sink: Callable[[str], None] | None, log: Path | None, generations: int,
-                 names: Sequence[str], pop_eval: Population, start: float):
+                 names: Sequence[str], pop_eval: Population, start: float, append: bool = False):
         self.sink = sink
-        self.log = log.open("a") if log is not None else None
+        self.log = log.open("a" if append else "w") if log is not None else None
         self.generations = max(1, generations)
         self.names = names
         self.pop_eval = pop_eval

@@ -39,7 +39,8 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,7 +195,8 @@ class SweepWork:
         k, path, data = item
         row: dict[str, Any] = {}
         try:
-            target = get_target(design_file(path, data), precision=self.precision)
+            with design_file(path, data) as file:
+                target = get_target(file, precision=self.precision)
             choose_precision(target, self.requested)  # every core of this design must run it
             row.update(area_figures(target))
             report = schedule_report(schedule(self.graph, target))
@@ -219,18 +221,21 @@ class SweepWork:
         return {"error": reason}
 
 
-def design_file(path: str, data: dict[str, Any]) -> str:
-    """`path` if this machine has it, else a temporary copy of `data` with the same name."""
+@contextmanager
+def design_file(path: str, data: dict[str, Any]) -> Iterator[str]:
+    """`path` if this machine has it, else a temporary copy of `data` with the same name
+    (removed afterwards)."""
     if Path(path).is_file():
-        return path
+        yield path
+        return
     import tempfile
 
     import yaml
 
-    folder = Path(tempfile.mkdtemp(prefix="monet-sweep-"))
-    copy_path = folder / Path(path).name
-    copy_path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return str(copy_path)
+    with tempfile.TemporaryDirectory(prefix="monet-sweep-") as folder:
+        copy_path = Path(folder) / Path(path).name
+        copy_path.write_text(yaml.safe_dump(data, sort_keys=False))
+        yield str(copy_path)
 
 
 def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) -> list[dict[str, Any]]:
@@ -285,7 +290,9 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         if k not in done:
             items.append((k, str(path), data))
-    work = SweepWork(graph, config.precision, requested)
+    import uuid
+
+    work = SweepWork(graph, config.precision, requested, key=f"sweep-{uuid.uuid4().hex}")  # Ray workers cache by key
     backend_name = getattr(args, "backend", "local")
     jobs = getattr(args, "jobs", 1)
     backend = dispatch.RayBackend(work) if backend_name == "ray" else dispatch.LocalBackend(work, jobs)
