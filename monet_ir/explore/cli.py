@@ -41,6 +41,11 @@ class Terminal:
             self.stream.write(line + "\n")
         self.stream.flush()
 
+    def live(self, line: str) -> None:
+        """A redraw between bar lines: shown on a terminal only (nothing in a log)."""
+        if self.tty:
+            self.bar(line)
+
     def say(self, text: str) -> None:
         self.end()
         print(text, file=self.stream, flush=True)
@@ -75,13 +80,22 @@ def output_folder(args: argparse.Namespace) -> Path:
     return out
 
 
+def check_backend(args: argparse.Namespace) -> None:
+    """Before any work: Ray importable for `--backend ray` (else one line saying how to install
+    it); `--ray-address` only with it."""
+    if args.backend == "ray":
+        from monet_ir.explore import dispatch
+
+        dispatch.import_ray()
+    elif args.ray_address:
+        raise UsageError("--ray-address needs --backend ray")
+
+
 @contextmanager
 def backend_session(args: argparse.Namespace, jobs_given: bool) -> Iterator[None]:
     """Ray started or joined for the block with `--backend ray` (`--jobs`, when given, is the
     local runtime's CPU count); nothing for the local backend."""
     if args.backend != "ray":
-        if args.ray_address:
-            raise UsageError("--ray-address needs --backend ray")
         yield
         return
     from monet_ir.explore import dispatch
@@ -149,11 +163,15 @@ def run_energy_explore(args: argparse.Namespace) -> None:
 
 
 def run_explore(args: argparse.Namespace) -> None:
-    from monet_ir.explore import dispatch, ga, milp, outputs
+    from monet_ir.explore import ga, milp, outputs
     from monet_ir.explore import state as saved
     from monet_ir.explore.evaluate import Evaluator
 
+    check_backend(args)
     if getattr(args, "objective", None) == "energy":
+        if args.backend != "local":
+            raise UsageError("--backend ray applies to --objective schedule and checkpoint (the energy search runs "
+                             "in this process)")
         run_energy_explore(args)
         return
     if getattr(args, "memory_budget", None) is not None or getattr(args, "time_budget", None) is not None:
@@ -168,8 +186,6 @@ def run_explore(args: argparse.Namespace) -> None:
         args.jobs = local_cores()
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    if args.backend == "ray":
-        dispatch.import_ray()  # one line saying how to install it, before any work
     checkpointing, allocation, fusion = parse_search(args.search)
     budget = parse_size(args.budget, "--budget") if args.budget is not None else None
     objective = "checkpoint" if args.exact else args.objective
@@ -193,7 +209,7 @@ def run_explore(args: argparse.Namespace) -> None:
                 evaluator, objective=objective, population=args.population, generations=args.generations,
                 seed=args.seed, jobs=args.jobs, budget=budget, checkpointing=checkpointing, allocation=allocation,
                 fusion=fusion, progress=terminal.bar, backend=args.backend, checkpoint=out, resume=resume,
-                log=out / "search.log",
+                log=out / "search.log", live=terminal.live,
             )
     except KeyboardInterrupt:
         terminal.say(f"interrupted: the state after the last complete generation is in {out}/{saved.STATE_FILE}; "
@@ -287,12 +303,11 @@ def gap(found: float, optimum: float) -> float:
 
 
 def run_sweep(args: argparse.Namespace) -> None:
-    from monet_ir.explore import dispatch, sweep
+    from monet_ir.explore import sweep
 
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    if args.backend == "ray":
-        dispatch.import_ray()
+    check_backend(args)
     out = output_folder(args)
     with backend_session(args, jobs_given=args.jobs > 1):
         rows = sweep.run(args, out, progress=_say)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -122,13 +122,20 @@ class LocalBackend:
                                                 initargs=(self.work, self.state if fork else None))
         return self.executor
 
-    def map(self, items: Sequence[Any]) -> list[Any]:
+    def map(self, items: Sequence[Any], progress: Callable[[int], None] | None = None) -> list[Any]:
+        """One result per item, in order; `progress(n)` after each arrival (n results so far)."""
         if not items:
             return []
         if self.jobs == 1:
             if self.state is None:
                 self.state = self.work.build()
-            return run_items(self.work, self.state, items)
+            results = []
+            for item in items:
+                results.append(run_item(self.work, self.state, item))
+                if progress is not None:
+                    progress(len(results))
+            return results
+        from concurrent.futures import as_completed
         from concurrent.futures.process import BrokenProcessPool
 
         parts = chunks(items, self.jobs)
@@ -136,9 +143,12 @@ class LocalBackend:
         while len(done) < len(parts):
             executor = self._start()
             futures = {i: executor.submit(_run_local_chunk, part) for i, part in enumerate(parts) if i not in done}
+            index = {future: i for i, future in futures.items()}
             try:
-                for i in sorted(futures):
-                    done[i] = futures[i].result()
+                for future in as_completed(index):
+                    done[index[future]] = future.result()
+                    if progress is not None:
+                        progress(sum(len(parts[i]) for i in done))
             except BrokenProcessPool:
                 # a worker died: keep what finished, start a new pool, send the rest again
                 for i, future in futures.items():
@@ -238,12 +248,22 @@ class RayBackend:
     def cpus(self) -> int:
         return max(1, int(self.ray.cluster_resources().get("CPU", 1)))
 
-    def map(self, items: Sequence[Any]) -> list[Any]:
+    def map(self, items: Sequence[Any], progress: Callable[[int], None] | None = None) -> list[Any]:
+        """One result per item, in order; `progress(n)` after each arrival (n results so far)."""
         if not items:
             return []
         parts = chunks(items, self.cpus(), self.per_worker)
         refs = [self.task.remote([self.ref], self.work.key, part) for part in parts]
-        return [result for part in self.ray.get(refs) for result in part]
+        index = {ref: i for i, ref in enumerate(refs)}
+        done: dict[int, list[Any]] = {}
+        pending = list(refs)
+        while pending:
+            ready, pending = self.ray.wait(pending, num_returns=1)
+            for ref in ready:
+                done[index[ref]] = self.ray.get(ref)
+            if progress is not None:
+                progress(sum(len(parts[i]) for i in done))
+        return [result for i in range(len(parts)) for result in done[i]]
 
     def workers_alive(self) -> int:
         """CPUs of the cluster's live nodes."""

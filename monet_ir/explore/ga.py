@@ -306,8 +306,10 @@ class Population:
     def workers_alive(self) -> int:
         return self.backend.workers_alive()
 
-    def evaluate(self, genomes: Sequence[tuple[int, ...]]) -> int:
-        """Evaluate the genomes not seen yet; returns how many were new."""
+    def evaluate(self, genomes: Sequence[tuple[int, ...]],
+                 progress: Callable[[int, int], None] | None = None) -> int:
+        """Evaluate the genomes not seen yet; returns how many were new. `progress(done, new)`
+        as results arrive."""
         new: list[tuple[int, ...]] = []
         seen = set()
         for g in genomes:
@@ -317,7 +319,8 @@ class Population:
         if not new:
             return 0
         start = time.perf_counter()
-        results = self.backend.map([self.spec.decode(g) for g in new])
+        arrived = None if progress is None else (lambda done: progress(done, len(new)))
+        results = self.backend.map([self.spec.decode(g) for g in new], arrived)
         self.seconds += time.perf_counter() - start
         for g, r in zip(new, results, strict=True):
             self.results[g] = r
@@ -444,11 +447,13 @@ def run_search(
     resume: SearchState | None = None,
     log: Path | None = None,
     stop_after: int | None = None,
+    live: Callable[[str], None] | None = None,
 ) -> SearchResult:
     """Run NSGA-II; see the module docstring. `backend`: `local` (`jobs` processes) or `ray`
     (Ray must be initialized). `checkpoint`: a folder the search state is saved to after every
     generation (`monet_ir.explore.state`); `resume`: a saved state to continue from (its settings
-    must match these); `log`: a file that gets one line per generation; `stop_after`: stop
+    must match these); `log`: a file that gets one line per generation; `live`: a sink for the
+    progress line redrawn as a generation's results arrive (a terminal's); `stop_after`: stop
     after that generation as if interrupted (raises `SearchInterrupted`; tests)."""
     from deap import base, tools
 
@@ -491,8 +496,8 @@ def run_search(
             return (values[0], max(0.0, values[1] - budget))
         return values
 
-    def assign(individuals: list[Individual]) -> None:
-        pop_eval.evaluate([tuple(i) for i in individuals])
+    def assign(individuals: list[Individual], gen: int) -> None:
+        pop_eval.evaluate([tuple(i) for i in individuals], report.live(gen))
         for ind in individuals:
             ind.fitness.values = fitness_of(tuple(ind))
 
@@ -515,7 +520,7 @@ def run_search(
             history=history, eval_seconds=pop_eval.seconds,
             seconds=previous_seconds + time.perf_counter() - start), checkpoint)
 
-    report = _Progress(progress, log, generations, names, pop_eval, start, append=resume is not None)
+    report = _Progress(progress, log, generations, names, pop_eval, start, append=resume is not None, live=live)
     try:
         if resume is None:
             random.seed(seed)
@@ -523,7 +528,7 @@ def run_search(
             while len(initial) < mu:
                 initial.append(Individual(random_genome()))
             initial = initial[:mu]
-            assign(initial)
+            assign(initial, 0)
             pop = tools.selNSGA2(initial, mu) if len(spec) else initial
             history: list[dict[str, Any]] = []
             first = 1
@@ -556,7 +561,7 @@ def run_search(
             for ind in offspring:
                 if random.random() < mutpb:
                     mutate(ind)
-            assign(offspring)
+            assign(offspring, gen)
             pop = tools.selNSGA2(pop + offspring, mu)
             history.append({"generation": gen, "evaluations": len(pop_eval.results),
                             "best": list(min(raw_objectives(objective, pop_eval.results[tuple(i)]) for i in pop))})
@@ -605,8 +610,12 @@ class _Progress:
     run, the best first objective of the population, workers alive)."""
 
     def __init__(self, sink: Callable[[str], None] | None, log: Path | None, generations: int,
-                 names: Sequence[str], pop_eval: Population, start: float, append: bool = False):
+                 names: Sequence[str], pop_eval: Population, start: float, append: bool = False,
+                 live: Callable[[str], None] | None = None):
         self.sink = sink
+        self.live_sink = live
+        self.best_text = "-"
+        self.last_live = 0.0
         self.log = log.open("a" if append else "w") if log is not None else None
         self.generations = max(1, generations)
         self.names = names
@@ -627,6 +636,32 @@ class _Progress:
         self.log.write(f"{stamp} {text}\n")
         self.log.flush()
 
+    def _bar(self, gen: int) -> str:
+        width = 24
+        done = int(width * min(gen, self.generations) / self.generations)
+        return f"[{'#' * done}{'.' * (width - done)}] gen {gen}/{self.generations}"
+
+    def live(self, gen: int) -> Callable[[int, int], None] | None:
+        """The callback of generation `gen`'s evaluations: the line redrawn (at most 5 times a
+        second) with the results arrived so far."""
+        if self.live_sink is None:
+            return None
+
+        def arrived(done: int, new: int) -> None:
+            now = time.perf_counter()
+            if now - self.last_live < 0.2 and done < new:
+                return
+            self.last_live = now
+            evaluations = len(self.pop_eval.results) + done
+            elapsed = now - self.start
+            rate = (evaluations - self.first_evaluations) / elapsed if elapsed > 0 else 0.0
+            assert self.live_sink is not None
+            self.live_sink(f"{self._bar(gen - 1 if gen else 0)}  evals {evaluations} ({rate:.1f}/s; generation {gen}: "
+                           f"{done}/{new})  best {self.names[0]} {self.best_text}  "
+                           f"workers {self.pop_eval.workers_alive()}  {elapsed:.1f} s")
+
+        return arrived
+
     def step(self, gen: int, pop, resumed: bool = False) -> None:
         if self.sink is None and self.log is None:
             return
@@ -635,12 +670,10 @@ class _Progress:
         elapsed = time.perf_counter() - self.start
         rate = (evaluations - self.first_evaluations) / elapsed if elapsed > 0 else 0.0
         best = min(raw_objectives(pop_eval.objective, pop_eval.results[tuple(i)]) for i in pop)
-        best_text = f"{best[0]:,.0f}" if best[0] < PENALTY else "none"
+        best_text = self.best_text = f"{best[0]:,.0f}" if best[0] < PENALTY else "none"
         workers = pop_eval.workers_alive()
         if self.sink is not None:
-            width = 24
-            done = int(width * min(gen, self.generations) / self.generations)
-            self.sink(f"[{'#' * done}{'.' * (width - done)}] gen {gen}/{self.generations}  evals {evaluations} "
+            self.sink(f"{self._bar(gen)}  evals {evaluations} "
                       f"({rate:.1f}/s)  best {self.names[0]} {best_text}  workers {workers}  {elapsed:.1f} s"
                       + ("  (resumed)" if resumed else ""))
         if self.log is not None:

@@ -156,6 +156,14 @@ def test_a_local_worker_that_dies_has_its_items_run_again(tmp_path):
     assert [r[:2] for r in results] == [("built", i * i) for i in range(12)]
 
 
+def test_live_progress_as_results_arrive(lenet):
+    lines: list[str] = []
+    result = ga.run_search(lenet, population=8, generations=1, seed=2, jobs=2, live=lines.append)
+    new = len(result.order) - 8
+    assert any("generation 0: 8/8" in line for line in lines)
+    assert any(f"generation 1: {new}/{new}" in line and f"evals {len(result.order)} " in line for line in lines)
+
+
 def test_terminal_bar_redraws_one_line():
     class Tty(io.StringIO):
         def isatty(self):
@@ -169,6 +177,7 @@ def test_terminal_bar_redraws_one_line():
     assert stream.getvalue() == "\rgen 1\x1b[K\rgen 2\x1b[K\ndone\n"
     plain = io.StringIO()
     Terminal(plain).bar("gen 1")
+    Terminal(plain).live("gen 1, 3/8")  # live redraws are for terminals only
     assert plain.getvalue() == "gen 1\n"
 
 
