@@ -19,7 +19,8 @@ the step in program order as *points* p = 0..N-1:
   - recomputed: from its producer to its last forward reader, and its copy from the first
     backward reader of its *segment* (the dropped storages after it up to the next storage not
     dropped, whose cones the pass clones together) to its last backward reader: continuous
-    `w_{s,p} >= z_s - sum_{t in (s, s']} (1 - z_t)` for each later s' first read at or before p;
+    `w_{s,p} >= z_s + z_{s+1} - 1` where s+1 is first read at or before p, else
+    `w_{s,p} >= z_s + w_{s+1,p} - 1` (O(storages x points) rows);
   - paged: from its producer to its last forward reader, and its paged-in copy from the op
     before its first backward reader (the page-in starts there) to its last backward reader;
 - latency: `T_store-all + sum_j c_j r_j + sum_s t_s pz_s <= time budget` (recompute ops run
@@ -140,16 +141,32 @@ def predict(model: PoetModel, decisions: Mapping[str, str]) -> tuple[float, floa
     for j, s in model.downstream:
         if r[j] and z[s] and model.intermediate_bytes[j]:
             extra[model.first_backward[s]] += model.intermediate_bytes[j]
-    peak = 0.0
-    for p in range(model.points):
-        total = model.base[p] + extra[p]
-        for s in range(len(z)):
-            total += model.storage_bytes[s] * _alive(model, s, p, z, pz)
-        for k, (lo, hi) in enumerate(model.frontier_life):
-            if y[k] and lo <= p <= hi:
-                total += model.frontier_bytes[k]
-        peak = max(peak, total)
-    return energy, latency, peak
+    load = list(model.base)
+    for p, value in enumerate(extra):
+        load[p] += value
+    for k, (lo, hi) in enumerate(model.frontier_life):
+        if y[k]:
+            for p in range(lo, hi + 1):
+                load[p] += model.frontier_bytes[k]
+    copy_until: list[int] = [-1] * len(z)  # per storage: its copy (own or for its segment) from this point
+    for s in range(len(z) - 1, -1, -1):
+        m, lo, hi = model.storage_bytes[s], model.prod[s], model.last_backward[s]
+        if not z[s] and not pz[s]:
+            spans = [(lo, hi)]
+        else:
+            spans = [(lo, min(hi, model.last_forward[s]))]
+            if pz[s]:
+                spans.append((max(model.last_forward[s] + 1, model.first_backward[s] - 1), hi))
+            elif z[s]:
+                start = model.first_backward[s]
+                if s + 1 < len(z) and z[s + 1] and copy_until[s + 1] >= 0:
+                    start = min(start, copy_until[s + 1])
+                copy_until[s] = start
+                spans.append((max(model.last_forward[s] + 1, start), hi))
+        for a, b in spans:
+            for p in range(a, b + 1):
+                load[p] += m
+    return energy, latency, max(load, default=0.0)
 
 
 def _alive(model: PoetModel, s: int, p: int, z: Sequence[int], pz: Sequence[int]) -> int:
@@ -192,14 +209,6 @@ def solve(model: PoetModel, memory_budget: float, time_budget: float = math.inf,
     w_index: dict[tuple[int, int], int] = {}
     n = 2 * G + J + F
 
-    def w(s: int, p: int) -> int:
-        nonlocal n
-        key = (s, p)
-        if key not in w_index:
-            w_index[key] = n
-            n += 1
-        return w_index[key]
-
     rows: list[tuple[dict[int, float], float, float]] = []
 
     def add(coeffs: dict[int, float], lo: float, hi: float) -> None:
@@ -224,16 +233,27 @@ def solve(model: PoetModel, memory_budget: float, time_budget: float = math.inf,
             add({r0 + p_: 1.0, r0 + c: -1.0, col_z(s): -1.0}, -1.0, math.inf)
     for k, j in model.frontier_users:
         add({y0 + k: 1.0, r0 + j: -1.0}, 0.0, math.inf)
-    # recompute copies alive before their own first backward reader (segments)
-    for s in range(S):
-        for t in range(s + 1, S):
-            lo, hi = model.first_backward[t], min(model.first_backward[s] - 1, model.last_backward[s])
-            for p in range(max(lo, model.last_forward[s] + 1), hi + 1):
-                coeffs = {w(s, p): 1.0}
-                coeffs[col_z(s)] = coeffs.get(col_z(s), 0.0) - 1.0
-                for u in range(s + 1, t + 1):
-                    coeffs[col_z(u)] = coeffs.get(col_z(u), 0.0) - 1.0
-                add(coeffs, -float(t - s), math.inf)  # w >= z_s - sum (1 - z_u)
+    # recompute copies alive before their own first backward reader (segments), from the last
+    # storage down: w_{s,p} >= z_s + z_{s+1} - 1 when s+1 is first read at or before p (its own
+    # copy exists), w_{s,p} >= z_s + w_{s+1,p} - 1 otherwise (a copy made for a later one)
+    for s in range(S - 2, -1, -1):
+        t = s + 1
+        lo = max(model.last_forward[s] + 1, 0)
+        hi = min(model.first_backward[s] - 1, model.last_backward[s])
+        for p in range(lo, hi + 1):
+            if p >= model.first_backward[t]:
+                source = {col_z(t): 1.0}
+            elif (t, p) in w_index:
+                source = {w_index[(t, p)]: 1.0}
+            else:
+                continue
+            w_index[(s, p)] = n
+            n += 1
+            coeffs = {w_index[(s, p)]: 1.0}
+            coeffs[col_z(s)] = coeffs.get(col_z(s), 0.0) - 1.0
+            for col, value in source.items():
+                coeffs[col] = coeffs.get(col, 0.0) - value
+            add(coeffs, -1.0, math.inf)
     # intermediates: u >= r_j + z_s - 1 (continuous), alive at s's first backward reader
     u_index: dict[tuple[int, int], int] = {}
     for pairs in at_point.values():

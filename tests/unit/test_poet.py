@@ -106,3 +106,20 @@ def test_milp_answer_meets_both_budgets_when_rescheduled(tmp_path_factory):
             assert fraction == 0.75 and "page" in both.plan().values()
     # a latency budget below store-all's is infeasible
     assert poet.solve(model, base["peak_bytes"], 0.5 * base["latency_cycles"]).status == "infeasible"
+
+
+def test_energy_does_not_grow_with_the_budget_and_paging_never_costs_more(tmp_path_factory):
+    evaluator, model = cnn_step(tmp_path_factory.getbasetemp())
+    _, latency, peak = poet.predict(model, {})
+    energies = {}
+    for mode, (recompute, page) in {"recompute": (True, False), "page": (False, True), "both": (True, True)}.items():
+        previous = math.inf
+        for fraction in (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0):
+            solution = poet.solve(model, fraction * peak, 1.5 * latency, recompute=recompute, page=page)
+            energy = solution.energy_pj if solution.decisions else math.inf
+            assert energy <= previous + 1e-6 * abs(energy if math.isfinite(energy) else 1.0), (mode, fraction)
+            previous = energy
+            energies[(mode, fraction)] = energy
+    for fraction in (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0):
+        assert energies[("both", fraction)] <= min(energies[("recompute", fraction)], energies[("page", fraction)])
+    assert any(math.isinf(energies[("recompute", f)]) and math.isfinite(energies[("both", f)]) for f in (0.7, 0.75))
