@@ -339,12 +339,20 @@ class Core:
         """Memories holding `operand`, innermost first."""
         return tuple(m for m in self.memories if operand in m.operands)
 
-    def precision_for(self, bits: int) -> PrecisionCost | None:
-        """The cheapest supported precision at least `bits` wide (exact width preferred)."""
-        exact = [p for p in self.precisions if p.bits == bits]
+    def precision_for(self, bits: int, name: str = "") -> PrecisionCost | None:
+        """The precision an op `bits` wide runs at: for an MX format `name`, an entry of that
+        name or its family (`mxfp8` serves `mxfp8_e4m3` and `mxfp8_e5m2`) if the core lists
+        one; else the cheapest supported precision at least `bits` wide (exact width
+        preferred), MX entries only when the core lists nothing else."""
+        if name:
+            named = [p for p in self.precisions if p.name == name or name.startswith(p.name + "_")]
+            if named:
+                return min(named, key=lambda p: p.energy_pj)
+        plain = [p for p in self.precisions if not p.name.startswith("mx")] or list(self.precisions)
+        exact = [p for p in plain if p.bits == bits]
         if exact:
             return min(exact, key=lambda p: p.energy_pj)
-        wider = [p for p in self.precisions if p.bits > bits]
+        wider = [p for p in plain if p.bits > bits]
         return min(wider, key=lambda p: (p.bits, p.energy_pj)) if wider else None
 
     def accepts(self, kind: str, is_loop_nest: bool) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from monet_ir.precision import PRECISION_BITS
+from monet_ir.precision import FORMAT_NAMES, MX_ELEMENTS
 
 from .errors import Problems
 from .fields import Fields, join
@@ -150,6 +150,12 @@ def read_memory(name: str, raw: Any, fields: Fields, path: str) -> MemoryLevel |
     return MemoryLevel(name, size, read_energy, write_energy, operands, served, ports, latency, double)
 
 
+def _mx_element_bits(name: str) -> int | None:
+    """Element bits of an MX format or family name (`mxfp8` for E4M3 and E5M2), else None."""
+    widths = {MX_ELEMENTS[n].bits for n in MX_ELEMENTS if n == name or n.startswith(name + "_")}
+    return widths.pop() if len(widths) == 1 else None
+
+
 def read_precisions(raw: dict, fields: Fields, path: str) -> tuple[PrecisionCost, ...]:
     precisions = []
     for name, entry in raw.items():
@@ -158,7 +164,15 @@ def read_precisions(raw: dict, fields: Fields, path: str) -> tuple[PrecisionCost
             fields.problems.add(where, "expected a mapping with bits and energy_pj")
             continue
         fields.known_keys(entry, _PRECISION_KEYS, where)
-        bits = fields.integer(entry, "bits", where, positive=True, default=8)
+        mx_bits = _mx_element_bits(str(name))
+        if str(name).startswith("mx") and mx_bits is None:
+            fields.problems.add(where, f"unknown MX format (use one of {', '.join(MX_ELEMENTS)}, or a family: "
+                                       "mxint8, mxfp8, mxfp6, mxfp4)")
+            continue
+        bits = fields.integer(entry, "bits", where, positive=True, default=mx_bits or 8, required=mx_bits is None)
+        if mx_bits is not None and bits != mx_bits:
+            fields.problems.add(join(where, "bits"), f"{bits} differs from the {name} element width {mx_bits}")
+            continue
         energy = fields.number(entry, "energy_pj", where)
         rate = fields.number(entry, "ops_per_cycle", where, required=False, default=1.0, positive=True)
         precisions.append(PrecisionCost(str(name), bits, energy, rate))
@@ -352,9 +366,9 @@ def read_own_target(data: dict, file: str, problems: Problems) -> Target:
         refs = [_core_ref(v, core_ids, fields, join(where, i)) for i, v in enumerate(group)]
         sharing.append(tuple(r for r in refs if r is not None))
     default_precision = fields.text(data, "default_precision", "", required=False, default=None)
-    if default_precision is not None and default_precision not in PRECISION_BITS:
+    if default_precision is not None and default_precision not in FORMAT_NAMES:
         problems.add("default_precision", f"unknown precision {default_precision!r} "
-                     f"(use one of {', '.join(PRECISION_BITS)})")
+                     f"(use one of {', '.join(FORMAT_NAMES)})")
         default_precision = None
     target = Target(name, tuple(cores), dram, interconnect, tuple(sharing), frequency, file, default_precision,
                     storage=storage)

@@ -74,5 +74,8 @@ def choose_precision(target: Target, requested: str | PrecisionPolicy | None) ->
         return PrecisionChoice(policy.spec(), "--precision", policy)
     if target.default_precision:
         reason = target.default_precision_reason or f"default of target '{target.name}'"
-        return PrecisionChoice(target.default_precision, reason)
+        if target.default_precision in PRECISION_BITS:
+            return PrecisionChoice(target.default_precision, reason)
+        policy = parse_precision(target.default_precision)
+        return PrecisionChoice(policy.spec(), reason, policy)
     return PrecisionChoice(None, "the model's own element types: no --precision, no target default")

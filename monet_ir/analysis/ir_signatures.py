@@ -162,10 +162,13 @@ def _policy_nest(op: Operation, sig: LoopNestSig, policy: PrecisionPolicy) -> Lo
     widths = [sig.w_bits, sig.i_bits, sig.o_bits]
     stored = [f.amortized_bits if f is not None else w for f, w in zip(formats, widths)]
     elements = [f.element_bits if f is not None else w for f, w in zip(formats, widths)]
-    inputs = [elements[i] for i, role in enumerate("WIO") if role != sig.output_operand]
-    mx = any(f is not None and f.is_mx for f in formats)
+    inputs = [i for i, role in enumerate("WIO") if role != sig.output_operand]
+    widest = max(inputs, key=lambda i: elements[i])  # the W role first on a tie
+    mac_format = formats[widest].name if formats[widest] is not None and formats[widest].is_mx else ""
+    any_mx = any(f is not None and f.is_mx for f in formats)
     return replace(sig, w_bits=stored[0], i_bits=stored[1], o_bits=stored[2],
-                   psum_bits=32 if mx else psum_bits_for(max(elements)), mac_width=max(inputs))
+                   psum_bits=32 if any_mx else psum_bits_for(max(elements)), mac_width=elements[widest],
+                   mac_format=mac_format)
 
 
 def psum_bits_for(bits: int) -> int:

@@ -216,7 +216,7 @@ class NestModel:
             temporal[dim] = max(u.temporal for u in self.unrolls if u.dim == dim)
         self.temporal = {d: s for d, s in temporal.items() if s > 1}
         self.total_cycles = math.prod(self.temporal.values()) if self.temporal else 1
-        precision = core.precision_for(sig.mac_bits)
+        precision = core.precision_for(sig.mac_bits, sig.mac_format)
         self.mac_energy_each = precision.energy_pj if precision else 0.0
         self.cycles_per_op = 1.0 / precision.ops_per_cycle if precision else 1.0
         self.spatial_units = math.prod(u.whole for u in self.unrolls) if self.unrolls else 1

@@ -29,7 +29,7 @@ def can_run(sig: LoopNestSig | VectorSig, core: Core) -> bool:
     if isinstance(sig, LoopNestSig):
         if not core.accepts(sig.kind, is_loop_nest=True) or core.array.units <= 0:
             return False
-        if core.precision_for(sig.mac_bits) is None:
+        if core.precision_for(sig.mac_bits, sig.mac_format) is None:
             return False
         return all(core.hierarchy(role) for role in ("W", "I", "O"))
     if isinstance(sig, VectorSig):

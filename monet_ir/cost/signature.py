@@ -49,6 +49,8 @@ class LoopNestSig:
     (Widths may be fractional: an MX format's amortized bits, its shared scales included.)
     mac_width: element bits at the multipliers when they differ from the stored widths (MX
         formats); 0: the wider stored input width.
+    mac_format: the MX format at the multipliers ("" for plain formats): a core's precision
+        of that name (or family) prices the MACs (`Core.precision_for`).
     output_operand: the tensor written: "O" (forward), "I" (input gradient), "W" (weight grad).
     """
 
@@ -70,6 +72,7 @@ class LoopNestSig:
     psum_bits: int = 16
     output_operand: str = "O"
     mac_width: int = 0
+    mac_format: str = ""
 
     def __post_init__(self) -> None:
         for name in ("b", "g", "k", "c", "oy", "ox", "fy", "fx"):

@@ -248,12 +248,17 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
         progress.step(f"activation-checkpoint ({args.checkpoint})")
         checkpoint.apply(Context(), module)
         pipeline.append(checkpoint.pipeline_pass_spec())
+    progress.step(f"loading target {args.target}")
     requested = precision_request(args)
-    if requested is not None and requested.has_mx and not already_training:
+    target = get_target(args.target, precision=requested.weights if requested else None)
+    choice = choose_precision(target, requested)
+    if choice.source != "--precision":
+        progress.step(f"precision: {choice.describe()}")
+    if choice.policy is not None and choice.policy.has_mx and not already_training:
         from passes.quantize import QuantizePass
 
-        quantize = QuantizePass(policy=requested.spec())
-        progress.step(f"quantize ({requested.spec()})")
+        quantize = QuantizePass(policy=choice.policy.spec())
+        progress.step(f"quantize ({choice.policy.spec()})")
         quantize.apply(Context(), module)
         pipeline.append(quantize.pipeline_pass_spec())
     if args.fusion != "none":
@@ -266,11 +271,6 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
         fusion.apply(Context(), module)
         pipeline.append(fusion.pipeline_pass_spec())
     fn = step_function(module)
-    progress.step(f"loading target {args.target}")
-    target = get_target(args.target, precision=requested.weights if requested else None)
-    choice = choose_precision(target, requested)
-    if choice.source != "--precision":
-        progress.step(f"precision: {choice.describe()}")
     allocation = None
     if args.mapping:
         allocation = load_allocation(args.mapping)
