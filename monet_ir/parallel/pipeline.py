@@ -154,7 +154,20 @@ def _phase_ends(result, retimed: bool) -> tuple[float, float, float]:
     return f_end, b_end - f_end, total - b_end
 
 
-def run_parallel(module, system, plan, bits, schedule: str = "1f1b") -> ParallelResult:
+@dataclass
+class StageSteps:
+    """What `combine` needs from a plan's stage functions: one micro-batch's step per stage
+    (`run_step`), the bytes they send between stages, and their per-device memory."""
+
+    stages: list
+    fwd_bytes: list[int]
+    bwd_bytes: list[int]
+    memory: list[dict]
+
+
+def stage_steps(module, system, plan, bits) -> StageSteps:
+    """Schedule every stage function of a parallelized module on the system (the costly part;
+    `combine` then places any number of micro-batches with either schedule)."""
     from dialects.collective import SendOp
     from monet_ir import graph as step_graph
     from monet_ir.analysis.ir_signatures import tensor_bytes_at
@@ -165,11 +178,9 @@ def run_parallel(module, system, plan, bits, schedule: str = "1f1b") -> Parallel
 
     size = (lambda t: tensor_bytes_at(t, bits)) if bits is not None else tensor_bytes
     fns = stage_functions(module)
-    p, m = len(fns), plan.microbatches
+    p = len(fns)
     sim = NetworkSim(system.network)
     results = [run_step(fn, system, plan, bits, stage=s, sim=sim) for s, fn in enumerate(fns)]
-    freq = system.chip.frequency_hz
-    net = system.network
     fwd_bytes, bwd_bytes = [0] * p, [0] * p
     for s, fn in enumerate(fns):
         for op in step_graph.compute_ops(fn):
@@ -180,6 +191,21 @@ def run_parallel(module, system, plan, bits, schedule: str = "1f1b") -> Parallel
                     fwd_bytes[min(s, p - 2)] += nbytes
                 else:
                     bwd_bytes[max(s - 1, 0)] += nbytes
+    memory = [memory_per_device(fn, plan, bits) for fn in fns]
+    return StageSteps(results, fwd_bytes, bwd_bytes, memory)
+
+
+def run_parallel(module, system, plan, bits, schedule: str = "1f1b") -> ParallelResult:
+    return combine(stage_steps(module, system, plan, bits), system, plan, schedule)
+
+
+def combine(steps: StageSteps, system, plan, schedule: str = "1f1b") -> ParallelResult:
+    """The step of `plan` (its micro-batches) from its stages' one-micro-batch steps."""
+    results = steps.stages
+    p, m = len(results), plan.microbatches
+    fwd_bytes, bwd_bytes = steps.fwd_bytes, steps.bwd_bytes
+    freq = system.chip.frequency_hz
+    net = system.network
     fwd_comm, bwd_comm, p2p_energy = [0.0] * p, [0.0] * p, 0.0
     for s in range(p - 1):
         a, b = plan.chip(s, 0, 0), plan.chip(s + 1, 0, 0)
@@ -200,8 +226,8 @@ def run_parallel(module, system, plan, bits, schedule: str = "1f1b") -> Parallel
     no_comm = max(pipe0.stage_end[s] + bare[s][2] for s in range(p))
     comm = max(r.comm_cycles for r in results) + m * (sum(fwd_comm) + sum(bwd_comm))
     stage_memory = []
-    for s, (fn, r) in enumerate(zip(fns, results, strict=True)):
-        mem = memory_per_device(fn, plan, bits)
+    for s, (base, r) in enumerate(zip(steps.memory, results, strict=True)):
+        mem = dict(base)
         held = in_flight(s, p, m, schedule)
         act = mem["activation_bytes"]
         mem["microbatches_in_flight"] = held

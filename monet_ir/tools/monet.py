@@ -15,6 +15,7 @@
                  [--backend local|ray] [--ray-address auto|ray://HOST:PORT] [--resume DIR]
     monet sweep MODEL.onnx --target-template file.yaml [--set PATH=v1,v2,...]... --out DIR
                  [--jobs N] [--backend local|ray] [--ray-address ADDR] [--resume DIR]
+    monet plan MODEL.onnx --system NAME|system.yaml --out DIR [--microbatches 1,2,4,8] [--zero 0,1,2,3]
     monet targets                      # list the built-in targets and systems
 
 `report` imports the model, differentiates it and inserts the optimizer (unless `--inference`),
@@ -125,6 +126,19 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     report.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
     sub.add_parser("targets", help="list the built-in targets")
+    plan = sub.add_parser("plan", help="the fastest parallel plan (dp x pp x ZeRO x micro-batches) that fits a system")
+    plan.add_argument("model", help="ONNX model")
+    plan.add_argument("--system", required=True, help="multi-chip system: built-in name or system YAML")
+    plan.add_argument("--out", required=True, help="output directory (plans.json, plans.txt)")
+    plan.add_argument("--microbatches", default="1,2,4,8", metavar="M,M,...", help="micro-batch counts tried with pp > 1")
+    plan.add_argument("--zero", default="0,1,2,3", metavar="S,S,...", help="ZeRO stages tried with dp > 1")
+    plan.add_argument("--bucket", type=int, default=25_000_000, help="gradient bucket bytes")
+    plan.add_argument("--loss", default="cross-entropy", choices=["cross-entropy", "mse", "sum", "none"])
+    plan.add_argument("--labels", default="labels", help="name of the labels input the loss adds")
+    plan.add_argument("--optimizer", default="adam", choices=["sgd", "momentum", "adam", "adamw"])
+    plan.add_argument("--lr", type=float, default=1e-3)
+    plan.add_argument("--precision", metavar="NAME", help="one number format (fp32, bf16, fp16, fp8, int8)")
+    plan.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
     add_explore_parsers(sub)
     return parser
 
@@ -370,6 +384,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         runner = run_explore if args.command == "explore" else run_sweep
         sys.exit(run_reporting_errors("monet", lambda: runner(args), args.model))
+    if args.command == "plan":
+        from monet_ir.tools.parallel_plan import run_plan
+
+        sys.exit(run_reporting_errors("monet", lambda: run_plan(args, Progress(enabled=True)), args.model))
     work = (lambda: run_report(args)) if args.command == "report" else run_targets
     sys.exit(run_reporting_errors("monet", work, getattr(args, "model", "")))
 
