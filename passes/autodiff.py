@@ -304,7 +304,7 @@ class Differentiator:
 
 Rule = Callable[[Differentiator, Operation, list[SSAValue | None], list[bool]], list[SSAValue | None]]
 RULES: dict[type[Operation], Rule] = {}
-NON_DIFFERENTIABLE = {nn.EqualOp, nn.AndOp, nn.NotOp, nn.ConstantOp}
+NON_DIFFERENTIABLE = {nn.EqualOp, nn.LessOp, nn.GreaterOp, nn.AndOp, nn.NotOp, nn.ConstantOp, nn.RandomOp}
 
 
 def rule(*op_classes: type[Operation]) -> Callable[[Rule], Rule]:
@@ -592,6 +592,16 @@ def pad_rule(d: Differentiator, op, dys, wanted):
     starts = [pads[i] for i in range(len(x))]
     ends = [pads[i] + x[i] for i in range(len(x))]
     return [d.one(nn.SliceOp, [dys[0]], op.input.type, {"starts": ints_attr(starts), "ends": ints_attr(ends)})]
+
+
+@rule(nn.CumSumOp)
+def cumsum_rule(d: Differentiator, op, dys, wanted):
+    """Each input element adds to every later (earlier, when reversed) sum: the gradient is the
+    cumulative sum of dy in the other direction, with the same exclusivity."""
+    return [d.one(nn.CumSumOp, [dys[0]], op.input.type, {
+        "axis": op.axis, "exclusive": op.exclusive,
+        "reverse": None if bool_of(op.reverse) else bool_attr(True),
+    })]
 
 
 @rule(nn.DropoutOp)

@@ -5,14 +5,22 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, IntegerType, TensorType
+from xdsl.dialects.builtin import (
+    BytesAttr,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    TensorType,
+)
 from xdsl.ir import Attribute, ParametrizedAttribute
-from xdsl.irdl import base, irdl_attr_definition, irdl_op_definition, prop_def, result_def, traits_def
+from xdsl.irdl import base, irdl_attr_definition, irdl_op_definition, opt_prop_def, prop_def, result_def, traits_def
 from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
 
-from dialects.base import MonetOp, expect, num_elements
+from dialects.base import MonetOp, expect, float_of, num_elements, str_of
 
 
 @irdl_attr_definition
@@ -116,3 +124,34 @@ def tensor_storage_bytes(t: TensorType) -> int:
 
     bits = bits_of(t.get_element_type())
     return num_elements(t.get_shape()) * max(bits, 8) // 8
+
+
+@irdl_op_definition
+class RandomOp(MonetOp):
+    """Random numbers of the result's type (ONNX RandomUniform, RandomNormal and their `*Like`
+    forms, from which PyTorch's exporters build dropout and stochastic-depth masks):
+    `distribution = "uniform"` draws from [low, high), `"normal"` from N(mean, scale).
+    Not pure: two draws differ, so it is never merged or folded.
+
+    `%r = nn.random {distribution = "uniform", low = 0.000000e+00 : f64, high = 1.000000e+00 : f64} : tensor<2x16xf32>`
+    """
+
+    name = "nn.random"
+    distribution = prop_def(StringAttr)
+    low = opt_prop_def(FloatAttr)
+    high = opt_prop_def(FloatAttr)
+    mean = opt_prop_def(FloatAttr)
+    scale = opt_prop_def(FloatAttr)
+    seed = opt_prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    assembly_format = "attr-dict `:` type($result)"
+
+    def verify_semantics(self) -> None:
+        kind = str_of(self.distribution)
+        expect(kind in ("uniform", "normal"), self, f"distribution must be uniform or normal, not '{kind}'")
+        if kind == "uniform":
+            expect(float_of(self.low, 0.0) <= float_of(self.high, 1.0), self, "low must not exceed high")
+        else:
+            expect(float_of(self.scale, 1.0) >= 0.0, self, "scale must not be negative")
+        elem = self.result.type.get_element_type()
+        expect(not isinstance(elem, IntegerType), self, "result must be a float tensor")

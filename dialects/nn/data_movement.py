@@ -242,6 +242,35 @@ class GatherOp(MonetOp):
 
 
 @irdl_op_definition
+class GatherElementsOp(MonetOp):
+    """Pick one element of `data` along `axis` per element of `indices` (ONNX GatherElements,
+    PyTorch's `torch.gather`); the result has the indices' shape.
+
+    `%t = nn.gather_elements %buf, %pos {axis = 1 : i64} : (tensor<1x32xi64>, tensor<2x16xi64>) -> tensor<2x16xi64>`
+    """
+
+    name = "nn.gather_elements"
+    data = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    axis = opt_prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("data", "indices")
+
+    def verify_semantics(self) -> None:
+        d, idx = shape_of(self.data.type), shape_of(self.indices.type)
+        expect(len(d) == len(idx), self, "data and indices must have the same rank")
+        try:
+            normalize_axis(int_of(self.axis), len(d))
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        expect(not is_float_type(self.indices.type), self, "indices must be integers")
+        expect_shape(self, "result", shape_of(self.result.type), idx)
+        expect_same_elem(self, self.data.type, self.result.type)
+
+
+@irdl_op_definition
 class PadOp(MonetOp):
     """Pad (ONNX Pad) with `pads` in begin..end order over all axes.
 

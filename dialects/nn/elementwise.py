@@ -258,6 +258,22 @@ class EqualOp(BinaryOp):
 
 
 @irdl_op_definition
+class LessOp(BinaryOp):
+    """`%m = nn.less %r, %p : (tensor<2x16xf32>, tensor<f32>) -> tensor<2x16xi1>` (ONNX Less)"""
+
+    name = "nn.less"
+    RESULT_IS_BOOL: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class GreaterOp(BinaryOp):
+    """`%m = nn.greater %a, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xi1>` (ONNX Greater)"""
+
+    name = "nn.greater"
+    RESULT_IS_BOOL: ClassVar[bool] = True
+
+
+@irdl_op_definition
 class AndOp(BinaryOp):
     """Logical and. `%m = nn.and %a, %b : (tensor<8xi1>, tensor<8xi1>) -> tensor<8xi1>`"""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, TensorType
+from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, IntegerAttr, TensorType
 from xdsl.irdl import irdl_op_definition, operand_def, opt_prop_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
 
@@ -10,7 +10,9 @@ from dialects.base import (
     MonetOp,
     bool_of,
     expect,
+    expect_same_elem,
     expect_shape,
+    int_of,
     ints_of,
     normalize_axis,
     operands_format,
@@ -137,3 +139,27 @@ class ReduceMeanOp(ReduceOp):
     """
 
     name = "nn.reduce_mean"
+
+
+@irdl_op_definition
+class CumSumOp(MonetOp):
+    """Cumulative sum along `axis` (ONNX CumSum); `exclusive` leaves each element out of its
+    own sum, `reverse` sums from the end. Language models build position ids with it.
+
+    `%p = nn.cumsum %m {axis = 1 : i64} : (tensor<2x16xi64>) -> tensor<2x16xi64>`
+    """
+
+    name = "nn.cumsum"
+    input = operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    exclusive = opt_prop_def(BoolAttr)
+    reverse = opt_prop_def(BoolAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        x = shape_of(self.input.type)
+        expect(-len(x) <= int_of(self.axis) < len(x), self, f"axis {int_of(self.axis)} is out of range for rank {len(x)}")
+        expect_shape(self, "result", shape_of(self.result.type), x)
+        expect_same_elem(self, self.input.type, self.result.type)

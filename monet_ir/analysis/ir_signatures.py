@@ -39,7 +39,7 @@ OPS_PER_ELEMENT: dict[type[Operation], float] = {
     nn.ExpOp: 4, nn.LogOp: 4, nn.NotOp: 1, nn.SoftmaxOp: 7, nn.LogSoftmaxOp: 7,
     nn.AddOp: 1, nn.SubOp: 1, nn.MulOp: 1, nn.DivOp: 1, nn.PowOp: 4, nn.EqualOp: 1, nn.AndOp: 1,
     nn.WhereOp: 1, nn.CastOp: 1, nn.BatchNormOp: 6, nn.LayerNormOp: 8, nn.ReduceSumOp: 1,
-    nn.ReduceMeanOp: 1, nn.DropoutOp: 3, nn.SoftmaxCrossEntropyOp: 8, nn.MseLossOp: 3,
+    nn.ReduceMeanOp: 1, nn.DropoutOp: 3, nn.LessOp: 1, nn.GreaterOp: 1, nn.RandomOp: 3, nn.CumSumOp: 1, nn.SoftmaxCrossEntropyOp: 8, nn.MseLossOp: 3,
     grad.ReluGradOp: 1, grad.LeakyReluGradOp: 2, grad.ClipGradOp: 2, grad.SigmoidGradOp: 3,
     grad.HardSigmoidGradOp: 2, grad.HardSwishGradOp: 4, grad.TanhGradOp: 3, grad.ErfGradOp: 6,
     grad.GeluGradOp: 12, grad.SqrtGradOp: 2, grad.ExpGradOp: 1, grad.LogGradOp: 1,
@@ -65,7 +65,7 @@ VECTOR_KIND: dict[type[Operation], str] = {
     train.SgdOp: "optimizer", train.MomentumOp: "optimizer", train.AdamOp: "optimizer",
     train.AdamWOp: "optimizer", train.AccumulateOp: "elementwise",
     nn.TransposeOp: "data_movement", nn.ExpandOp: "data_movement", nn.ConcatOp: "data_movement",
-    nn.SplitOp: "data_movement", nn.SliceOp: "data_movement", nn.GatherOp: "data_movement",
+    nn.SplitOp: "data_movement", nn.SliceOp: "data_movement", nn.GatherOp: "data_movement", nn.GatherElementsOp: "data_movement",
     nn.PadOp: "data_movement", grad.SliceGradOp: "data_movement", grad.GatherGradOp: "data_movement",
     grad.ReduceSumGradOp: "data_movement", grad.ReduceMeanGradOp: "data_movement",
 }

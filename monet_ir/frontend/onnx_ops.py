@@ -168,7 +168,7 @@ def convert_softmax(imp: Any, node: Any) -> None:
 
 BINARY = {
     "Add": nn.AddOp, "Sub": nn.SubOp, "Mul": nn.MulOp, "Div": nn.DivOp, "Pow": nn.PowOp,
-    "Equal": nn.EqualOp, "And": nn.AndOp,
+    "Equal": nn.EqualOp, "And": nn.AndOp, "Less": nn.LessOp, "Greater": nn.GreaterOp,
 }
 
 
@@ -191,6 +191,33 @@ def convert_reciprocal(imp: Any, node: Any) -> None:
     elem = x.type.get_element_type()
     one = imp.materialize(f"{node_name(node)}/one", np.ones((), numpy_dtype_of(elem)), TensorType(elem, []))
     emit(imp, node, nn.DivOp, [one, x], same_type(imp, node))
+
+
+@converts("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike")
+def convert_random(imp: Any, node: Any) -> None:
+    """Random numbers; the `*Like` forms take only the shape of their input (never its values)."""
+    uniform = node.op_type.startswith("RandomUniform")
+    props: dict[str, Any] = {"distribution": StringAttr("uniform" if uniform else "normal")}
+    if uniform:
+        props["low"], props["high"] = float_attr(attr(node, "low", 0.0)), float_attr(attr(node, "high", 1.0))
+    else:
+        props["mean"], props["scale"] = float_attr(attr(node, "mean", 0.0)), float_attr(attr(node, "scale", 1.0))
+    seed = attr(node, "seed")
+    if seed is not None:
+        props["seed"] = int_attr(int(seed))
+    emit(imp, node, nn.RandomOp, [], same_type(imp, node), props)
+
+
+@converts("CumSum")
+def convert_cumsum(imp: Any, node: Any) -> None:
+    axis = const_ints(imp, node, 1, "axis")
+    if axis is None or len(axis) != 1:
+        raise Unsupported("axis (input 1) must be one constant integer")
+    emit(imp, node, nn.CumSumOp, [imp.value(node.input[0])], same_type(imp, node), {
+        "axis": int_attr(axis[0]),
+        "exclusive": bool_attr(True) if attr(node, "exclusive", 0) else None,
+        "reverse": bool_attr(True) if attr(node, "reverse", 0) else None,
+    })
 
 
 @converts("CastLike")
@@ -562,6 +589,12 @@ def convert_slice(imp: Any, node: Any) -> None:
         "axes": ints_attr(axes) if axes is not None else None,
         "steps": ints_attr(steps) if steps is not None else None,
     })
+
+
+@converts("GatherElements")
+def convert_gather_elements(imp: Any, node: Any) -> None:
+    emit(imp, node, nn.GatherElementsOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node),
+         {"axis": int_attr(attr(node, "axis", 0))})
 
 
 @converts("Gather")

@@ -336,7 +336,7 @@ def _log_softmax(op: N.LogSoftmaxOp, env: Env) -> np.ndarray:
 
 _BINARY = {
     N.AddOp: K.add, N.SubOp: K.sub, N.MulOp: K.mul, N.DivOp: K.div, N.PowOp: K.pow,
-    N.EqualOp: K.equal, N.AndOp: K.logical_and,
+    N.EqualOp: K.equal, N.AndOp: K.logical_and, N.LessOp: np.less, N.GreaterOp: np.greater,
 }
 
 
@@ -487,6 +487,14 @@ def _gather(op: N.GatherOp, env: Env) -> np.ndarray:
     return K.gather(env[op.data], env[op.indices], axis=int_of(op.axis))
 
 
+@impl(N.GatherElementsOp)
+def _gather_elements(op: N.GatherElementsOp, env: Env) -> np.ndarray:
+    data, indices = env[op.data], env[op.indices].astype(np.int64)
+    axis = int_of(op.axis) % data.ndim
+    indices = np.where(indices < 0, indices + data.shape[axis], indices)
+    return np.take_along_axis(data, indices, axis=axis)
+
+
 @impl(N.PadOp)
 def _pad(op: N.PadOp, env: Env) -> np.ndarray:
     x = env[op.input]
@@ -497,6 +505,29 @@ def _pad(op: N.PadOp, env: Env) -> np.ndarray:
 @impl(N.DropoutOp)
 def _dropout(op: N.DropoutOp, env: Env) -> tuple[np.ndarray, np.ndarray]:
     return K.dropout_train(env[op.input], ratio=float_of(op.ratio, 0.5), seed=int_of(op.seed, 0))
+
+
+@impl(N.RandomOp)
+def _random(op: N.RandomOp, env: Env) -> np.ndarray:
+    shape, dtype = _type_info(op.result.type)
+    rng = np.random.default_rng(int_of(op.seed) if op.seed is not None else None)
+    if str_of(op.distribution) == "uniform":
+        values = rng.uniform(float_of(op.low, 0.0), float_of(op.high, 1.0), shape)
+    else:
+        values = rng.normal(float_of(op.mean, 0.0), float_of(op.scale, 1.0), shape)
+    return values.astype(dtype)
+
+
+@impl(N.CumSumOp)
+def _cumsum(op: N.CumSumOp, env: Env) -> np.ndarray:
+    x = env[op.input]
+    axis = int_of(op.axis)
+    if bool_of(op.reverse):
+        x = np.flip(x, axis)
+    y = np.cumsum(x, axis=axis, dtype=x.dtype)
+    if bool_of(op.exclusive):
+        y = y - x
+    return np.flip(y, axis) if bool_of(op.reverse) else y
 
 
 @impl(N.ConstantOp)

@@ -63,8 +63,9 @@ def with_weighted_sum_loss(case: Case, rng) -> tuple[bytes, list[str]]:
     return model.SerializeToString(), differentiable
 
 
+# (a RandomUniformLike reads only its input's shape: its output does not depend on it)
 FD_CASES = [c for c in CASES if not c.domain and c.output_shape is not None and c.output_elem == TensorProto.FLOAT
-            and any(e == TensorProto.FLOAT for _, e, _ in c.inputs)]
+            and any(e == TensorProto.FLOAT for _, e, _ in c.inputs) and not c.op_type.startswith("Random")]
 
 
 @pytest.mark.parametrize("case", FD_CASES, ids=[f"{c.op_type}-{i}" for i, c in enumerate(FD_CASES)])

@@ -86,3 +86,33 @@
 %x = "test.op"() : () -> tensor<8x16xf32>
 %a, %b = nn.split %x {axis = 1 : i64} : (tensor<8x16xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>)
 // CHECK: nn.split: result sizes along axis 1 do not add up to 16
+
+// -----
+
+%r = nn.random {distribution = "poisson"} : tensor<2x16xf32>
+// CHECK: nn.random: distribution must be uniform or normal, not 'poisson'
+
+// -----
+
+%r = nn.random {distribution = "uniform", low = 2.0 : f64, high = 1.0 : f64} : tensor<2x16xf32>
+// CHECK: nn.random: low must not exceed high
+
+// -----
+
+%x = "test.op"() : () -> tensor<2x16xi64>
+%c = nn.cumsum %x {axis = 2 : i64} : (tensor<2x16xi64>) -> tensor<2x16xi64>
+// CHECK: nn.cumsum: axis 2 is out of range for rank 2
+
+// -----
+
+%d = "test.op"() : () -> tensor<32xi64>
+%i = "test.op"() : () -> tensor<2x16xi64>
+%g = nn.gather_elements %d, %i : (tensor<32xi64>, tensor<2x16xi64>) -> tensor<2x16xi64>
+// CHECK: nn.gather_elements: data and indices must have the same rank
+
+// -----
+
+%a = "test.op"() : () -> tensor<4xf32>
+%b = "test.op"() : () -> tensor<4xf32>
+%c = nn.less %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: nn.less: result element type must be i1

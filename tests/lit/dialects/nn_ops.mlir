@@ -106,3 +106,24 @@ func.func @misc(%x: tensor<2x8xf32>, %y: tensor<2x1xf32>, %ids: tensor<2xi64>, %
 // CHECK:       nn.reduce_mean %rs
 // CHECK:       nn.softmax_cross_entropy %x, %labels {reduction = "mean"} : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<f32>
 // CHECK:       nn.mse_loss %x, %d {reduction = "sum"}
+
+func.func @random_masks(%x: tensor<2x16xf32>, %ids: tensor<2x16xi64>, %buf: tensor<1x32xi64>) -> (tensor<2x16xf32>, tensor<2x16xi64>, tensor<2x16xi1>) {
+  %r = nn.random {distribution = "uniform", low = 0.000000e+00 : f64, high = 1.000000e+00 : f64, seed = 3 : i64} : tensor<2x16xf32>
+  %n = nn.random {distribution = "normal", mean = 0.000000e+00 : f64, scale = 2.000000e+00 : f64} : tensor<2x16xf32>
+  %p = nn.constant dense<8.000000e-01> : tensor<f32>
+  %keep = nn.less %r, %p : (tensor<2x16xf32>, tensor<f32>) -> tensor<2x16xi1>
+  %big = nn.greater %n, %x : (tensor<2x16xf32>, tensor<2x16xf32>) -> tensor<2x16xi1>
+  %pos = nn.cumsum %ids {axis = 1 : i64, exclusive = true, reverse = true} : (tensor<2x16xi64>) -> tensor<2x16xi64>
+  %tok = nn.gather_elements %buf, %pos {axis = 1 : i64} : (tensor<1x32xi64>, tensor<2x16xi64>) -> tensor<2x16xi64>
+  %m = nn.cast %keep : (tensor<2x16xi1>) -> tensor<2x16xf32>
+  %y = nn.mul %x, %m : (tensor<2x16xf32>, tensor<2x16xf32>) -> tensor<2x16xf32>
+  func.return %y, %tok, %big : tensor<2x16xf32>, tensor<2x16xi64>, tensor<2x16xi1>
+}
+
+// CHECK-LABEL: func.func @random_masks
+// CHECK:       nn.random {distribution = "uniform", low = 0.000000e+00 : f64, high = 1.000000e+00 : f64, seed = 3 : i64} : tensor<2x16xf32>
+// CHECK:       nn.random {distribution = "normal", mean = 0.000000e+00 : f64, scale = 2.000000e+00 : f64} : tensor<2x16xf32>
+// CHECK:       nn.less %r, %p : (tensor<2x16xf32>, tensor<f32>) -> tensor<2x16xi1>
+// CHECK:       nn.greater %n, %x
+// CHECK:       nn.cumsum %ids {axis = 1 : i64, exclusive = true, reverse = true}
+// CHECK:       nn.gather_elements %buf, %pos {axis = 1 : i64} : (tensor<1x32xi64>, tensor<2x16xi64>) -> tensor<2x16xi64>
