@@ -55,6 +55,7 @@ from dialects.base import (
     str_of,
 )
 from dialects.nn import ConvGeometry, operands_format
+from dialects.nn.data_movement import verify_resize_options
 
 
 class GradOp(MonetOp):
@@ -616,6 +617,30 @@ class GatherGradOp(GradOp):
         expect_shape(self, "gradient", shape_of(self.grad.type), (*d[:axis], *idx, *d[axis + 1 :]))
 
 
+@irdl_op_definition
+class ResizeGradOp(GradOp):
+    """Gradient of `nn.resize`: each output gradient goes back to the input elements its value
+    was taken or interpolated from, with the same weights (the transposed interpolation).
+
+    `%dx = grad.resize %dy {mode = "linear", coordinate_transformation_mode = "half_pixel"} : (tensor<2x8x16x16xf32>) -> tensor<2x8x4x4xf32>`
+    """
+
+    name = "grad.resize"
+    grad = operand_def(TensorType)
+    mode = prop_def(StringAttr)
+    coordinate_transformation_mode = opt_prop_def(StringAttr)
+    nearest_mode = opt_prop_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("grad")
+
+    def verify_semantics(self) -> None:
+        verify_resize_options(self)
+        dy, dx = shape_of(self.grad.type), shape_of(self.result.type)
+        expect(len(dy) == len(dx), self, f"result rank {len(dx)} differs from gradient rank {len(dy)}")
+        expect_same_elem(self, self.grad.type, self.result.type)
+
+
 # ----------------------------------------------------------------------------- losses
 
 
@@ -686,7 +711,7 @@ GRAD = Dialect(
         UnbroadcastOp, ConvInputGradOp, ConvWeightGradOp, ConvBiasGradOp, MatMulLhsGradOp,
         MatMulRhsGradOp, BatchNormGradOp, LayerNormGradOp, MaxPoolGradOp, AvgPoolGradOp,
         GlobalAvgPoolGradOp, ReduceSumGradOp, ReduceMeanGradOp, SliceGradOp, GatherGradOp,
-        SoftmaxCrossEntropyGradOp, MseLossGradOp,
+        ResizeGradOp, SoftmaxCrossEntropyGradOp, MseLossGradOp,
     ],
     [],
 )

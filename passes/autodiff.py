@@ -594,6 +594,12 @@ def pad_rule(d: Differentiator, op, dys, wanted):
     return [d.one(nn.SliceOp, [dys[0]], op.input.type, {"starts": ints_attr(starts), "ends": ints_attr(ends)})]
 
 
+@rule(nn.ResizeOp)
+def resize_rule(d: Differentiator, op, dys, wanted):
+    return [d.one(grad.ResizeGradOp, [dys[0]], op.input.type,
+                  copy_props(op, "mode", "coordinate_transformation_mode", "nearest_mode"))]
+
+
 @rule(nn.CumSumOp)
 def cumsum_rule(d: Differentiator, op, dys, wanted):
     """Each input element adds to every later (earlier, when reversed) sum: the gradient is the

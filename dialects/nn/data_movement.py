@@ -21,6 +21,7 @@ from dialects.base import (
     broadcast_shapes,
     elem_of,
     expect,
+    expect_float,
     expect_same_elem,
     expect_shape,
     float_of,
@@ -317,3 +318,48 @@ class DropoutOp(MonetOp):
         expect_shape(self, "mask", shape_of(self.mask.type), x)
         expect(elem_of(self.mask.type) == i1, self, "mask must be a tensor of i1")
         expect(0.0 <= float_of(self.ratio, 0.5) < 1.0, self, "ratio must be in [0, 1)")
+
+
+RESIZE_MODES = ("nearest", "linear")
+RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners")
+RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def verify_resize_options(op: MonetOp) -> None:
+    """The options nn.resize and grad.resize share (ONNX Resize's attributes and defaults)."""
+    mode = str_of(op.mode)
+    expect(mode in RESIZE_MODES, op, f"mode must be one of {', '.join(RESIZE_MODES)}, not '{mode}'")
+    coords = str_of(op.coordinate_transformation_mode, "half_pixel")
+    expect(coords in RESIZE_COORDINATES, op,
+           f"coordinate_transformation_mode must be one of {', '.join(RESIZE_COORDINATES)}, not '{coords}'")
+    nearest = str_of(op.nearest_mode, "round_prefer_floor")
+    expect(nearest in RESIZE_NEAREST, op, f"nearest_mode must be one of {', '.join(RESIZE_NEAREST)}, not '{nearest}'")
+
+
+@irdl_op_definition
+class ResizeOp(MonetOp):
+    """Resize every axis to the result's size by nearest-neighbour or (multi-)linear
+    interpolation (ONNX Resize; PyTorch's `interpolate`/`Upsample`): output coordinate o maps
+    to input coordinate x by `coordinate_transformation_mode` with scale out/in, then takes the
+    nearest input (`nearest_mode`) or interpolates between the two around x, clamped to the
+    input.
+
+    `%u = nn.resize %x {mode = "linear", coordinate_transformation_mode = "half_pixel"} : (tensor<2x8x4x4xf32>) -> tensor<2x8x16x16xf32>`
+    """
+
+    name = "nn.resize"
+    input = operand_def(TensorType)
+    mode = prop_def(StringAttr)
+    coordinate_transformation_mode = opt_prop_def(StringAttr)
+    nearest_mode = opt_prop_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        verify_resize_options(self)
+        x, y = shape_of(self.input.type), shape_of(self.result.type)
+        expect(len(x) == len(y), self, f"result rank {len(y)} differs from input rank {len(x)}")
+        expect(all(d > 0 for d in y), self, "result sizes must be positive")
+        expect_same_elem(self, self.input.type, self.result.type)
+        expect_float(self, "input", self.input.type)

@@ -290,6 +290,8 @@ class OnnxImporter:
         from monet_ir.frontend import ort_training
 
         initializers = {t.name: t for t in self.graph.initializer}
+        self.initializer_protos = initializers
+        self.read_as_constant: set[str] = set()
         graph_inputs = [v for v in self.graph.input]
         input_names = {v.name for v in graph_inputs}
         roles = ort_training.classify_inputs(self.graph, initializers) if self.ort else {}
@@ -456,6 +458,19 @@ class OnnxImporter:
     def known(self, name: str) -> Tensor | None:
         return self.values.get(name)
 
+    def parameter_data(self, name: str) -> Any:
+        """The data of a parameter's initializer when the file holds it (None otherwise); the
+        parameter is dropped at the end if nothing else reads it."""
+        init = self.initializer_protos.get(name)
+        if init is None:
+            return None
+        try:
+            value = self.initializer_value(init)
+        except _MissingData:
+            return None
+        self.read_as_constant.add(name)
+        return value
+
     def const_array(self, name: str) -> Any:
         t = self.values[name]
         if isinstance(t.const, _LazyInitializer):
@@ -549,6 +564,11 @@ class OnnxImporter:
         for op in self.maybe_dead:
             if not any(r.uses for r in op.results):
                 self.block.erase_op(op)
+        for name in self.read_as_constant:
+            arg = self.values[name].ssa
+            if arg in self.block.args and not arg.uses:
+                del self.arg_attr_list[arg.index]
+                self.block.erase_arg(arg)
         fn = func.FuncOp(
             self.options.function_name,
             ([a.type for a in self.block.args], [o.type for o in outputs]),

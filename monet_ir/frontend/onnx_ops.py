@@ -58,6 +58,12 @@ def const_input(imp: Any, node: Any, i: int, what: str) -> Any:
     if name is None:
         return None
     t = imp.known(name)
+    if t is not None and t.const is None:
+        # a float initializer imports as a parameter, but one an attribute-like input reads (a
+        # Resize's scales) is a constant: its data is used and the parameter dropped if unused
+        value = imp.parameter_data(name)
+        if value is not None:
+            return value
     if t is None or t.const is None:
         raise Unsupported(f"{what} (input {i}, '{name}') must be a constant known at import")
     return imp.const_array(name)
@@ -206,6 +212,44 @@ def convert_random(imp: Any, node: Any) -> None:
     if seed is not None:
         props["seed"] = int_attr(int(seed))
     emit(imp, node, nn.RandomOp, [], same_type(imp, node), props)
+
+
+@converts("Resize")
+def convert_resize(imp: Any, node: Any) -> None:
+    """Nearest and (multi-)linear resizing to the output's static shape; scales must give whole
+    sizes (PyTorch's exports give sizes, or integer scale factors)."""
+    from dialects.nn.data_movement import RESIZE_COORDINATES, RESIZE_NEAREST
+
+    mode, coords = _text(attr(node, "mode", "nearest")), _text(attr(node, "coordinate_transformation_mode", "half_pixel"))
+    nearest = _text(attr(node, "nearest_mode", "round_prefer_floor"))
+    if mode not in ("nearest", "linear"):
+        raise Unsupported(f"mode '{mode}' is not modelled (nearest and linear are)")
+    if coords not in RESIZE_COORDINATES:
+        raise Unsupported(f"coordinate_transformation_mode '{coords}' is not modelled")
+    if nearest not in RESIZE_NEAREST:
+        raise Unsupported(f"nearest_mode '{nearest}' is not an ONNX value")
+    if attr(node, "antialias", 0):
+        raise Unsupported("antialias = 1 is not modelled")
+    if attr(node, "axes") is not None:
+        raise Unsupported("the axes attribute is not modelled")
+    x_shape = list(imp.type_of(node.input[0]).get_shape())
+    out = imp.result_type(node.output[0])
+    if imp.opset >= 11:
+        const_input(imp, node, 1, "roi")  # read only by tf_crop_and_resize, which is refused above
+    scales = const_input(imp, node, 2, "scales") if imp.opset >= 11 else const_input(imp, node, 1, "scales")
+    if scales is not None and scales.size:
+        exact = [float(s) * d for s, d in zip(scales.reshape(-1), x_shape, strict=False)]
+        if any(abs(e - round(e)) > 1e-6 for e in exact):
+            raise Unsupported(f"scales {[float(s) for s in scales.reshape(-1)]} do not give whole output sizes")
+    emit(imp, node, nn.ResizeOp, [imp.value(node.input[0])], [out], {
+        "mode": StringAttr(mode),
+        "coordinate_transformation_mode": StringAttr(coords),
+        "nearest_mode": StringAttr(nearest) if mode == "nearest" else None,
+    })
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @converts("CumSum")

@@ -14,7 +14,7 @@ from .kernels_common import normalize_axis, reduce_to_shape
 
 __all__ = [
     "batch_norm_train", "batch_norm_infer", "batch_norm_running_stats",
-    "batch_norm_train_grad", "layer_norm", "layer_norm_grad",
+    "batch_norm_train_grad", "layer_norm", "layer_norm_grad", "resize", "resize_grad", "resize_matrix",
     "softmax", "softmax_grad", "log_softmax", "log_softmax_grad",
     "dropout_train", "dropout_grad",
     "softmax_cross_entropy_loss", "softmax_cross_entropy_loss_grad",
@@ -265,3 +265,54 @@ def mse_loss_grad(dloss, pred, target, *, reduction="mean"):
     g = g.astype(pred.dtype, copy=False)
     return reduce_to_shape(g, pred.shape), reduce_to_shape(-g, target.shape)
 
+
+def resize_matrix(n_in, n_out, mode="nearest", coordinates="half_pixel", nearest="round_prefer_floor"):
+    """The (n_out, n_in) matrix of ONNX Resize along one axis (scale n_out / n_in): row o
+    holds the weights of the input elements output o is taken or interpolated from."""
+    scale = n_out / n_in
+    o = np.arange(n_out, dtype=np.float64)
+    if coordinates == "half_pixel":
+        x = (o + 0.5) / scale - 0.5
+    elif coordinates == "pytorch_half_pixel":
+        x = (o + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(o)
+    elif coordinates == "asymmetric":
+        x = o / scale
+    elif coordinates == "align_corners":
+        x = o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(o)
+    else:
+        raise ValueError(f"coordinate_transformation_mode {coordinates}")
+    m = np.zeros((n_out, n_in))
+    rows = np.arange(n_out)
+    if mode == "nearest":
+        index = {"floor": np.floor(x), "ceil": np.ceil(x), "round_prefer_floor": np.ceil(x - 0.5),
+                 "round_prefer_ceil": np.floor(x + 0.5)}[nearest]
+        m[rows, np.clip(index, 0, n_in - 1).astype(np.int64)] = 1.0
+        return m
+    x = np.clip(x, 0, n_in - 1)
+    x0 = np.floor(x).astype(np.int64)
+    x1 = np.minimum(x0 + 1, n_in - 1)
+    w1 = x - x0
+    np.add.at(m, (rows, x0), 1.0 - w1)
+    np.add.at(m, (rows, x1), w1)
+    return m
+
+
+def _along_axes(x, sizes, matrices):
+    for axis, m in enumerate(matrices):
+        if m is not None:
+            x = np.moveaxis(np.tensordot(m, np.moveaxis(x, axis, 0), axes=1), 0, axis)
+    return x
+
+
+def resize(x, out_shape, **options):
+    """ONNX Resize (nearest or linear, separable over the axes) to `out_shape`."""
+    x = np.asarray(x)
+    matrices = [None if a == b else resize_matrix(a, b, **options) for a, b in zip(x.shape, out_shape)]
+    return _along_axes(x, out_shape, matrices).astype(x.dtype)
+
+
+def resize_grad(dy, in_shape, **options):
+    """The gradient of `resize`: the transposed interpolation of dy back to `in_shape`."""
+    dy = np.asarray(dy)
+    matrices = [None if a == b else resize_matrix(a, b, **options).T for a, b in zip(in_shape, dy.shape)]
+    return _along_axes(dy, in_shape, matrices).astype(dy.dtype)

@@ -487,6 +487,21 @@ def _gather(op: N.GatherOp, env: Env) -> np.ndarray:
     return K.gather(env[op.data], env[op.indices], axis=int_of(op.axis))
 
 
+def _resize_options(op: Any) -> dict[str, str]:
+    return {"mode": str_of(op.mode), "coordinates": str_of(op.coordinate_transformation_mode, "half_pixel"),
+            "nearest": str_of(op.nearest_mode, "round_prefer_floor")}
+
+
+@impl(N.ResizeOp)
+def _resize(op: N.ResizeOp, env: Env) -> np.ndarray:
+    return K.resize(env[op.input], tuple(op.result.type.get_shape()), **_resize_options(op))
+
+
+@impl(G.ResizeGradOp)
+def _resize_grad(op: G.ResizeGradOp, env: Env) -> np.ndarray:
+    return K.resize_grad(env[op.grad], tuple(op.result.type.get_shape()), **_resize_options(op))
+
+
 @impl(N.GatherElementsOp)
 def _gather_elements(op: N.GatherElementsOp, env: Env) -> np.ndarray:
     data, indices = env[op.data], env[op.indices].astype(np.int64)

@@ -49,7 +49,8 @@ def with_weighted_sum_loss(case: Case, rng) -> tuple[bytes, list[str]]:
     f64 = TensorProto.DOUBLE
     inputs = [(n, f64 if e == TensorProto.FLOAT else e, s) for n, e, s in case.inputs]
     base = Case(case.op_type, inputs, case.output_shape, case.expect, case.attrs,
-                {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in case.consts.items()},
+                {k: (v.astype(np.float64) if v.dtype == np.float32 and k not in ("roi", "scales") else v)
+                 for k, v in case.consts.items()},  # Resize's roi and scales stay float32
                 case.domain, f64, case.n_outputs, case.opset)
     model = base.model()
     graph = model.graph

@@ -19,14 +19,6 @@ TARGET = "edge_npu"
 
 # file -> what its one-line error says (the README lists the same models and reasons)
 UNSUPPORTED: dict[str, str] = {
-    "deeplabv3_mobilenet_v3.dynamo.op18.onnx": "(ai.onnx::Resize): unsupported operator",
-    "deeplabv3_mobilenet_v3.ts.op15.onnx": "(ai.onnx::Resize): unsupported operator",
-    "fcn_resnet.dynamo.op18.onnx": "(ai.onnx::Resize): unsupported operator",
-    "fcn_resnet.ts.op13.onnx": "(ai.onnx::Resize): unsupported operator",
-    "fpn_resnet_backbone.dynamo.op18.onnx": "(ai.onnx::Resize): unsupported operator",
-    "fpn_resnet_backbone.ts.op16.onnx": "(ai.onnx::Resize): unsupported operator",
-    "lraspp_mobilenet_v3.dynamo.op18.onnx": "(ai.onnx::Resize): unsupported operator",
-    "lraspp_mobilenet_v3.ts.op14.onnx": "(ai.onnx::Resize): unsupported operator",
     "maxvit.dynamo.op18.onnx": "(ai.onnx::Einsum): unsupported operator",
     "maxvit.ts.op17.onnx": "(ai.onnx::Einsum): unsupported operator",
     "swin.dynamo.op18.onnx": "(ai.onnx::ScatterND): unsupported operator",
@@ -94,6 +86,5 @@ def test_unsupported_corpus_model_fails_in_one_line(name):
     assert name in message
 
 
-@pytest.mark.xfail(strict=True, reason="coverage is below 90 % (README: 'The export corpus')")
 def test_coverage_is_at_least_90_percent():
     assert (len(MODELS) - len(UNSUPPORTED)) / len(MODELS) >= 0.9

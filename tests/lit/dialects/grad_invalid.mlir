@@ -39,3 +39,9 @@
 %lab = "test.op"() : () -> tensor<2x16xi64>
 %s = grad.softmax_cross_entropy %dl, %lp, %lab {class_axis = 3 : i64} : (tensor<f32>, tensor<2x16x100xf32>, tensor<2x16xi64>) -> tensor<2x16x100xf32>
 // CHECK: grad.softmax_cross_entropy: class_axis 3 is not an axis after the batch axis of log_prob
+
+// -----
+
+%dy = "test.op"() : () -> tensor<2x8x16x16xf32>
+%dx = grad.resize %dy {mode = "cubic"} : (tensor<2x8x16x16xf32>) -> tensor<2x8x4x4xf32>
+// CHECK: grad.resize: mode must be one of nearest, linear, not 'cubic'

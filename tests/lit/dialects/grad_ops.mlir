@@ -59,3 +59,13 @@ func.func @loss_classes_last(%dl: tensor<f32>, %lp: tensor<2x16x100xf32>, %lab: 
 
 // CHECK-LABEL: func.func @loss_classes_last
 // CHECK:       grad.softmax_cross_entropy %dl, %lp, %lab {reduction = "mean", class_axis = 2 : i64}
+
+func.func @upsample(%dy: tensor<2x8x16x16xf32>, %dn: tensor<1x4x6x8xf32>) -> (tensor<2x8x4x4xf32>, tensor<1x4x3x4xf32>) {
+  %dx = grad.resize %dy {mode = "linear", coordinate_transformation_mode = "half_pixel"} : (tensor<2x8x16x16xf32>) -> tensor<2x8x4x4xf32>
+  %dn2 = grad.resize %dn {mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor"} : (tensor<1x4x6x8xf32>) -> tensor<1x4x3x4xf32>
+  func.return %dx, %dn2 : tensor<2x8x4x4xf32>, tensor<1x4x3x4xf32>
+}
+
+// CHECK-LABEL: func.func @upsample
+// CHECK:       grad.resize %dy {mode = "linear", coordinate_transformation_mode = "half_pixel"} : (tensor<2x8x16x16xf32>) -> tensor<2x8x4x4xf32>
+// CHECK:       grad.resize %dn {mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor"}

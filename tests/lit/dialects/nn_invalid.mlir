@@ -116,3 +116,15 @@
 %b = "test.op"() : () -> tensor<4xf32>
 %c = nn.less %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
 // CHECK: nn.less: result element type must be i1
+
+// -----
+
+%x = "test.op"() : () -> tensor<2x8x4x4xf32>
+%u = nn.resize %x {mode = "linear", coordinate_transformation_mode = "tf_crop_and_resize"} : (tensor<2x8x4x4xf32>) -> tensor<2x8x16x16xf32>
+// CHECK: nn.resize: coordinate_transformation_mode must be one of half_pixel, pytorch_half_pixel, asymmetric, align_corners, not 'tf_crop_and_resize'
+
+// -----
+
+%x = "test.op"() : () -> tensor<2x8x4x4xf32>
+%u = nn.resize %x {mode = "nearest"} : (tensor<2x8x4x4xf32>) -> tensor<2x8x16xf32>
+// CHECK: nn.resize: result rank 3 differs from input rank 4

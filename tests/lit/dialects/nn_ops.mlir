@@ -127,3 +127,13 @@ func.func @random_masks(%x: tensor<2x16xf32>, %ids: tensor<2x16xi64>, %buf: tens
 // CHECK:       nn.greater %n, %x
 // CHECK:       nn.cumsum %ids {axis = 1 : i64, exclusive = true, reverse = true}
 // CHECK:       nn.gather_elements %buf, %pos {axis = 1 : i64} : (tensor<1x32xi64>, tensor<2x16xi64>) -> tensor<2x16xi64>
+
+func.func @upsample(%x: tensor<2x8x4x4xf32>) -> (tensor<2x8x16x16xf32>, tensor<2x8x8x8xf32>) {
+  %u = nn.resize %x {mode = "linear", coordinate_transformation_mode = "half_pixel"} : (tensor<2x8x4x4xf32>) -> tensor<2x8x16x16xf32>
+  %n = nn.resize %x {mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor"} : (tensor<2x8x4x4xf32>) -> tensor<2x8x8x8xf32>
+  func.return %u, %n : tensor<2x8x16x16xf32>, tensor<2x8x8x8xf32>
+}
+
+// CHECK-LABEL: func.func @upsample
+// CHECK:       nn.resize %x {mode = "linear", coordinate_transformation_mode = "half_pixel"} : (tensor<2x8x4x4xf32>) -> tensor<2x8x16x16xf32>
+// CHECK:       nn.resize %x {mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor"}
