@@ -594,6 +594,27 @@ def pad_rule(d: Differentiator, op, dys, wanted):
     return [d.one(nn.SliceOp, [dys[0]], op.input.type, {"starts": ints_attr(starts), "ends": ints_attr(ends)})]
 
 
+@rule(nn.GatherNDOp)
+def gather_nd_rule(d: Differentiator, op, dys, wanted):
+    """dy goes back to the gathered slices, adding up where index tuples repeat."""
+    zeros = d.zeros(op.data.type)
+    return [d.one(nn.ScatterNDOp, [zeros, op.indices, dys[0]], op.data.type, {"reduction": StringAttr("add")}), None]
+
+
+@rule(nn.ScatterNDOp)
+def scatter_nd_rule(d: Differentiator, op, dys, wanted):
+    """Replaced slices of data get no gradient (added ones do); updates get dy's slices."""
+    dy = dys[0]
+    ddata = dupdates = None
+    if wanted[0]:
+        ddata = dy
+        if str_of(op.reduction, "none") != "add":
+            ddata = d.one(nn.ScatterNDOp, [dy, op.indices, d.zeros(op.updates.type)], op.data.type)
+    if wanted[2]:
+        dupdates = d.one(nn.GatherNDOp, [dy, op.indices], op.updates.type)
+    return [ddata, None, dupdates]
+
+
 @rule(nn.ResizeOp)
 def resize_rule(d: Differentiator, op, dys, wanted):
     return [d.one(grad.ResizeGradOp, [dys[0]], op.input.type,

@@ -272,6 +272,59 @@ class GatherElementsOp(MonetOp):
 
 
 @irdl_op_definition
+class GatherNDOp(MonetOp):
+    """Gather slices of `data` at index tuples (ONNX GatherND, batch_dims 0): the last axis of
+    `indices` (length q) indexes the first q axes of data; the result has shape
+    indices.shape[:-1] + data.shape[q:]. Swin V2 reads its relative-position bias this way.
+
+    `%b = nn.gather_nd %table, %idx : (tensor<49x4xf32>, tensor<256x1xi64>) -> tensor<256x4xf32>`
+    """
+
+    name = "nn.gather_nd"
+    data = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("data", "indices")
+
+    def verify_semantics(self) -> None:
+        d, idx = shape_of(self.data.type), shape_of(self.indices.type)
+        expect(not is_float_type(self.indices.type), self, "indices must be integers")
+        expect(len(idx) >= 1 and 1 <= idx[-1] <= len(d), self, "the last axis of indices must index 1..rank(data) axes")
+        if len(idx) >= 1 and 1 <= idx[-1] <= len(d):
+            expect_shape(self, "result", shape_of(self.result.type), (*idx[:-1], *d[idx[-1]:]))
+        expect_same_elem(self, self.data.type, self.result.type)
+
+
+@irdl_op_definition
+class ScatterNDOp(MonetOp):
+    """A copy of `data` with the slices at index tuples replaced by (`reduction = "add"`: added
+    to) `updates` (ONNX ScatterND); the inverse addressing of `nn.gather_nd`.
+
+    `%m = nn.scatter_nd %zeros, %idx, %fill : (tensor<8x8xf32>, tensor<4x1xi64>, tensor<4x8xf32>) -> tensor<8x8xf32>`
+    """
+
+    name = "nn.scatter_nd"
+    data = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    updates = operand_def(TensorType)
+    reduction = opt_prop_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = operands_format("data", "indices", "updates")
+
+    def verify_semantics(self) -> None:
+        d, idx, u = shape_of(self.data.type), shape_of(self.indices.type), shape_of(self.updates.type)
+        expect(not is_float_type(self.indices.type), self, "indices must be integers")
+        expect(str_of(self.reduction, "none") in ("none", "add"), self, "reduction must be none or add")
+        expect(len(idx) >= 1 and 1 <= idx[-1] <= len(d), self, "the last axis of indices must index 1..rank(data) axes")
+        if len(idx) >= 1 and 1 <= idx[-1] <= len(d):
+            expect_shape(self, "updates", u, (*idx[:-1], *d[idx[-1]:]))
+        expect_shape(self, "result", shape_of(self.result.type), d)
+        expect_same_elem(self, self.data.type, self.updates.type, self.result.type)
+
+
+@irdl_op_definition
 class PadOp(MonetOp):
     """Pad (ONNX Pad) with `pads` in begin..end order over all axes.
 

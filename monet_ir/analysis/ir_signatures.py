@@ -67,6 +67,7 @@ VECTOR_KIND: dict[type[Operation], str] = {
     train.AdamWOp: "optimizer", train.AccumulateOp: "elementwise",
     nn.TransposeOp: "data_movement", nn.ExpandOp: "data_movement", nn.ConcatOp: "data_movement",
     nn.SplitOp: "data_movement", nn.SliceOp: "data_movement", nn.GatherOp: "data_movement", nn.GatherElementsOp: "data_movement",
+    nn.GatherNDOp: "data_movement", nn.ScatterNDOp: "data_movement",
     nn.PadOp: "data_movement", grad.SliceGradOp: "data_movement", grad.GatherGradOp: "data_movement",
     grad.ReduceSumGradOp: "data_movement", grad.ReduceMeanGradOp: "data_movement",
 }

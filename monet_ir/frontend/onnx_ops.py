@@ -468,6 +468,31 @@ def convert_fused_matmul(imp: Any, node: Any) -> None:
     })
 
 
+@converts("Einsum")
+def convert_einsum(imp: Any, node: Any) -> None:
+    """An einsum that is a (batched) matrix product: two operands sharing their leading batch
+    letters in the output's order, one contracted letter, one free letter each, either operand
+    possibly transposed ('bhij,bhjd->bhid', 'bhid,bhjd->bhij'). Other einsums are refused."""
+    equation = str(attr(node, "equation", "")).replace(" ", "")
+    if "->" not in equation or "..." in equation or len(node.input) != 2:
+        raise Unsupported(f"einsum '{equation}' is not a product of two operands with an explicit output")
+    operands, out = equation.split("->")
+    lhs, rhs = operands.split(",") if operands.count(",") == 1 else ("", "")
+    batch = [c for c in out if c in lhs and c in rhs]
+    contracted = [c for c in lhs if c in rhs and c not in out]
+    free_l = [c for c in lhs if c not in rhs]
+    free_r = [c for c in rhs if c not in lhs]
+    shapes_ok = (len(contracted) == len(free_l) == len(free_r) == 1 and out == "".join(batch) + free_l[0] + free_r[0]
+                 and len(set(lhs)) == len(lhs) and len(set(rhs)) == len(rhs))
+    b, k, i, j = "".join(batch), "".join(contracted), "".join(free_l), "".join(free_r)
+    if not shapes_ok or lhs not in (b + i + k, b + k + i) or rhs not in (b + k + j, b + j + k):
+        raise Unsupported(f"einsum '{equation}' is not a (batched) matrix product")
+    emit(imp, node, nn.MatMulOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node), {
+        "trans_a": bool_attr(True) if lhs == b + k + i else None,
+        "trans_b": bool_attr(True) if rhs == b + j + k else None,
+    })
+
+
 # ---------------------------------------------------------------------- normalization
 
 
@@ -575,6 +600,24 @@ def convert_reduce(imp: Any, node: Any) -> None:
     })
 
 
+@converts("ReduceL2", "ReduceSumSquare")
+def convert_reduce_l2(imp: Any, node: Any) -> None:
+    """sqrt(sum(x * x)) and sum(x * x) as the element-wise ops and sum they are (Swin V2's
+    cosine attention normalizes with ReduceL2)."""
+    axes = const_ints(imp, node, 1, "axes") if imp.opset >= 18 else attr(node, "axes")
+    x = imp.value(node.input[0])
+    if not axes and attr(node, "noop_with_empty_axes", 0):
+        raise Unsupported("noop_with_empty_axes = 1 without axes is not modelled")
+    out = imp.result_type(node.output[0])
+    square = emit(imp, node, nn.MulOp, [x, x], [x.type], outputs=[]).results[0]
+    total = emit(imp, node, nn.ReduceSumOp, [square], [out], {
+        "axes": ints_attr(axes) if axes else None,
+        "keepdims": bool_attr(bool(attr(node, "keepdims", 1))),
+    }, outputs=[] if node.op_type == "ReduceL2" else None).results[0]
+    if node.op_type == "ReduceL2":
+        emit(imp, node, nn.SqrtOp, [total], [out])
+
+
 # ---------------------------------------------------------------------- data movement
 
 
@@ -639,6 +682,22 @@ def convert_slice(imp: Any, node: Any) -> None:
 def convert_gather_elements(imp: Any, node: Any) -> None:
     emit(imp, node, nn.GatherElementsOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node),
          {"axis": int_attr(attr(node, "axis", 0))})
+
+
+@converts("GatherND")
+def convert_gather_nd(imp: Any, node: Any) -> None:
+    if attr(node, "batch_dims", 0):
+        raise Unsupported("batch_dims > 0 is not modelled")
+    emit(imp, node, nn.GatherNDOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node))
+
+
+@converts("ScatterND")
+def convert_scatter_nd(imp: Any, node: Any) -> None:
+    reduction = attr(node, "reduction", "none")
+    if reduction not in ("none", "add"):
+        raise Unsupported(f"reduction '{reduction}' is not modelled (none and add are)")
+    emit(imp, node, nn.ScatterNDOp, [imp.value(n) for n in node.input[:3]], same_type(imp, node),
+         {"reduction": StringAttr(reduction) if reduction != "none" else None})
 
 
 @converts("Gather")

@@ -502,6 +502,23 @@ def _resize_grad(op: G.ResizeGradOp, env: Env) -> np.ndarray:
     return K.resize_grad(env[op.grad], tuple(op.result.type.get_shape()), **_resize_options(op))
 
 
+@impl(N.GatherNDOp)
+def _gather_nd(op: N.GatherNDOp, env: Env) -> np.ndarray:
+    data, indices = env[op.data], env[op.indices].astype(np.int64)
+    return data[tuple(np.moveaxis(indices, -1, 0))]
+
+
+@impl(N.ScatterNDOp)
+def _scatter_nd(op: N.ScatterNDOp, env: Env) -> np.ndarray:
+    out = np.array(env[op.data], copy=True)
+    at = tuple(np.moveaxis(env[op.indices].astype(np.int64), -1, 0))
+    if str_of(op.reduction, "none") == "add":
+        np.add.at(out, at, env[op.updates])
+    else:
+        out[at] = env[op.updates]
+    return out
+
+
 @impl(N.GatherElementsOp)
 def _gather_elements(op: N.GatherElementsOp, env: Env) -> np.ndarray:
     data, indices = env[op.data], env[op.indices].astype(np.int64)

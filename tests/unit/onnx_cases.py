@@ -28,9 +28,11 @@ class Case:
     output_elem: int = F
     n_outputs: int = 1
     opset: int = 17
+    order: tuple[str, ...] = ()
+    """The node's inputs in this order, when the constants do not all come last."""
 
     def model(self) -> onnx.ModelProto:
-        names = [n for n, _, _ in self.inputs] + list(self.consts)
+        names = list(self.order) or [n for n, _, _ in self.inputs] + list(self.consts)
         outs = [f"y{i}" for i in range(self.n_outputs)]
         node = helper.make_node(self.op_type, names, outs, name=f"/{self.op_type}", domain=self.domain, **self.attrs)
         graph_inputs = [helper.make_tensor_value_info(n, e, s) for n, e, s in self.inputs]
@@ -117,6 +119,19 @@ CASES: list[Case] = [
     Case("RandomUniformLike", [("x", F, [2, 3])], [2, 3], "nn.random", {"low": -1.0, "high": 1.0, "seed": 4.0}),
     Case("RandomNormal", [], [2, 3], "nn.random", {"shape": [2, 3], "scale": 0.5}),
     Case("Reciprocal", [("x", F, [2, 3])], [2, 3], "nn.div"),
+    Case("ReduceL2", [("x", F, [2, 3, 4])], [2, 3, 1], "nn.sqrt", {"axes": [-1]}),
+    Case("ReduceSumSquare", [("x", F, [2, 3, 4])], [3], "nn.reduce_sum", {"axes": [0, 2], "keepdims": 0}),
+    Case("GatherND", [("x", F, [5, 3])], [4, 3], "nn.gather_nd", consts={"i": np.array([[4], [0], [4], [2]], np.int64)}),
+    Case("GatherND", [("x", F, [3, 4, 2])], [2, 2], "nn.gather_nd", consts={"i": np.array([[0, 1], [2, 3]], np.int64)}),
+    Case("ScatterND", [("x", F, [5, 3]), ("u", F, [2, 3])], [5, 3], "nn.scatter_nd",
+         consts={"i": np.array([[3], [1]], np.int64)}, order=("x", "i", "u")),
+    Case("ScatterND", [("x", F, [4, 4]), ("u", F, [3])], [4, 4], "nn.scatter_nd", {"reduction": "add"},
+         consts={"i": np.array([[0, 1], [3, 3], [0, 1]], np.int64)}, order=("x", "i", "u")),
+    Case("Einsum", [("a", F, [2, 3, 4, 5]), ("b", F, [2, 3, 5, 6])], [2, 3, 4, 6], "nn.matmul",
+         {"equation": "bhij,bhjd->bhid"}),
+    Case("Einsum", [("a", F, [2, 4, 5]), ("b", F, [2, 6, 5])], [2, 4, 6], "trans_b = true",
+         {"equation": "B I D, B J D -> B I J"}),
+    Case("Einsum", [("a", F, [5, 4]), ("b", F, [5, 6])], [4, 6], "trans_a = true", {"equation": "ki,kj->ij"}),
     Case("Resize", [("x", F, [1, 2, 3, 4])], [1, 2, 7, 8], "nn.resize", {"mode": "linear"},
          consts={"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
                  "sizes": np.array([1, 2, 7, 8], np.int64)}),

@@ -51,7 +51,7 @@ def with_weighted_sum_loss(case: Case, rng) -> tuple[bytes, list[str]]:
     base = Case(case.op_type, inputs, case.output_shape, case.expect, case.attrs,
                 {k: (v.astype(np.float64) if v.dtype == np.float32 and k not in ("roi", "scales") else v)
                  for k, v in case.consts.items()},  # Resize's roi and scales stay float32
-                case.domain, f64, case.n_outputs, case.opset)
+                case.domain, f64, case.n_outputs, case.opset, case.order)
     model = base.model()
     graph = model.graph
     r = rng.standard_normal(case.output_shape).astype(np.float64)

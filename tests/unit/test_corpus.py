@@ -18,13 +18,7 @@ MODELS = sorted(p.name for p in CORPUS.glob("*.onnx"))
 TARGET = "edge_npu"
 
 # file -> what its one-line error says (the README lists the same models and reasons)
-UNSUPPORTED: dict[str, str] = {
-    "maxvit.dynamo.op18.onnx": "(ai.onnx::Einsum): unsupported operator",
-    "maxvit.ts.op17.onnx": "(ai.onnx::Einsum): unsupported operator",
-    "swin.dynamo.op18.onnx": "(ai.onnx::ScatterND): unsupported operator",
-    "swin_v2.dynamo.op18.onnx": "(ai.onnx::GatherND): unsupported operator",
-    "swin_v2.ts.op16.onnx": "(ai.onnx::ScatterND): unsupported operator",
-}
+UNSUPPORTED: dict[str, str] = {}
 
 
 def report_args(model: Path) -> argparse.Namespace:

@@ -1,5 +1,5 @@
 """The ops exports use for masks and position ids (Less, Greater, CumSum, GatherElements,
-Reciprocal, RandomUniform/Normal[Like]) and upsampling (Resize) compute what ONNX's reference evaluator computes."""
+Reciprocal, RandomUniform/Normal[Like]) upsampling (Resize) and matrix-product einsums compute what ONNX's reference evaluator computes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from monet_ir import import_onnx
 from monet_ir.interp.run import run_module
 from onnx_cases import CASES
 
-DETERMINISTIC = [c for c in CASES if c.op_type in ("Less", "Greater", "CumSum", "GatherElements", "Reciprocal", "Resize")]
+DETERMINISTIC = [c for c in CASES if c.op_type in ("Less", "Greater", "CumSum", "GatherElements", "Reciprocal", "Resize", "Einsum", "GatherND", "ScatterND", "ReduceL2", "ReduceSumSquare")]
 
 
 def random_inputs(case, rng):
@@ -47,3 +47,20 @@ def test_random_ops_draw_from_their_distribution():
             assert values.min() >= case.attrs["low"] and values.max() < case.attrs["high"]
         # the same seeded op draws the same numbers; unseeded ones are not folded into constants
         assert not any(op.name == "nn.constant" for op in module.walk())
+
+
+@pytest.mark.parametrize("equation", ["ij,jk,kl->il", "bij->bji", "ij,ij->ij", "...ij,...jk->...ik"])
+def test_einsum_that_is_no_matrix_product_is_refused_in_one_line(equation):
+    from onnx import TensorProto, helper
+
+    from monet_ir.errors import MonetError
+
+    n = equation.split("->")[0].count(",") + 1
+    node = helper.make_node("Einsum", [f"x{i}" for i in range(n)], ["y"], name="/E", equation=equation)
+    inputs = [helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [2, 2, 2][: len(equation.split(',')[i].split('-')[0].replace('...', 'a'))]) for i in range(n)]
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(MonetError) as info:
+        import_onnx(model.SerializeToString(), source_name="e.onnx")
+    assert str(info.value).startswith("e.onnx: node '/E' (ai.onnx::Einsum)")
+

@@ -128,3 +128,18 @@
 %x = "test.op"() : () -> tensor<2x8x4x4xf32>
 %u = nn.resize %x {mode = "nearest"} : (tensor<2x8x4x4xf32>) -> tensor<2x8x16xf32>
 // CHECK: nn.resize: result rank 3 differs from input rank 4
+
+// -----
+
+%t = "test.op"() : () -> tensor<49x4xf32>
+%i = "test.op"() : () -> tensor<6x3xi64>
+%b = nn.gather_nd %t, %i : (tensor<49x4xf32>, tensor<6x3xi64>) -> tensor<6xf32>
+// CHECK: nn.gather_nd: the last axis of indices must index 1..rank(data) axes
+
+// -----
+
+%t = "test.op"() : () -> tensor<49x4xf32>
+%i = "test.op"() : () -> tensor<6x1xi64>
+%u = "test.op"() : () -> tensor<6x3xf32>
+%m = nn.scatter_nd %t, %i, %u : (tensor<49x4xf32>, tensor<6x1xi64>, tensor<6x3xf32>) -> tensor<49x4xf32>
+// CHECK: nn.scatter_nd: updates has shape [6, 3], expected [6, 4]

@@ -137,3 +137,13 @@ func.func @upsample(%x: tensor<2x8x4x4xf32>) -> (tensor<2x8x16x16xf32>, tensor<2
 // CHECK-LABEL: func.func @upsample
 // CHECK:       nn.resize %x {mode = "linear", coordinate_transformation_mode = "half_pixel"} : (tensor<2x8x4x4xf32>) -> tensor<2x8x16x16xf32>
 // CHECK:       nn.resize %x {mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor"}
+
+func.func @scatter_gather(%table: tensor<49x4xf32>, %idx: tensor<6x1xi64>, %fill: tensor<6x4xf32>) -> (tensor<6x4xf32>, tensor<49x4xf32>) {
+  %b = nn.gather_nd %table, %idx : (tensor<49x4xf32>, tensor<6x1xi64>) -> tensor<6x4xf32>
+  %m = nn.scatter_nd %table, %idx, %fill {reduction = "add"} : (tensor<49x4xf32>, tensor<6x1xi64>, tensor<6x4xf32>) -> tensor<49x4xf32>
+  func.return %b, %m : tensor<6x4xf32>, tensor<49x4xf32>
+}
+
+// CHECK-LABEL: func.func @scatter_gather
+// CHECK:       nn.gather_nd %table, %idx : (tensor<49x4xf32>, tensor<6x1xi64>) -> tensor<6x4xf32>
+// CHECK:       nn.scatter_nd %table, %idx, %fill {reduction = "add"}
