@@ -74,6 +74,16 @@ def expected_errors() -> tuple[type[BaseException], ...]:
 
 
 def one_line_messages(error: BaseException) -> list[str]:
+    """One printable line per problem; control characters a malformed file put in a name
+    (a carriage return in an op type) are shown escaped so a problem never spans lines."""
+    return [_printable(line) for line in _messages(error)]
+
+
+def _printable(line: str) -> str:
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in line)
+
+
+def _messages(error: BaseException) -> list[str]:
     problems = getattr(error, "problems", None)
     if problems:
         return list(problems)
@@ -129,5 +139,6 @@ def _report_internal_error(tool: str, error: Exception, source: str) -> int:
         text = str(error)
     else:
         text = f"{source or 'input'}: {type(error).__name__}: {_first_line(error)}"
-    print(f"{tool}: internal error: {text} (a bug in MONET; MONET_DEBUG=1 shows the traceback)", file=sys.stderr)
+    print(f"{tool}: internal error: {_printable(text)} (a bug in MONET; MONET_DEBUG=1 shows the traceback)",
+          file=sys.stderr)
     return 2

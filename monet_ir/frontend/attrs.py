@@ -20,7 +20,7 @@ def attr(node: Any, name: str, default: Any = None) -> Any:
     for a in node.attribute:
         if a.name == name:
             value = helper.get_attribute_value(a)
-            return value.decode() if isinstance(value, bytes) else value
+            return value.decode(errors="replace") if isinstance(value, bytes) else value
     return default
 
 
@@ -30,5 +30,5 @@ def attrs_of(node: Any) -> dict[str, Any]:
     out = {}
     for a in node.attribute:
         value = helper.get_attribute_value(a)
-        out[a.name] = value.decode() if isinstance(value, bytes) else value
+        out[a.name] = value.decode(errors="replace") if isinstance(value, bytes) else value
     return out

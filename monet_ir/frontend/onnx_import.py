@@ -123,7 +123,29 @@ def _load(source: Any, source_name: str | None) -> tuple[str, Any, str | None]:
         raise OnnxImportError([f"{name}: malformed or truncated ONNX file ({e})"]) from None
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise OnnxImportError([f"{name}: not an ONNX model (no graph)"])
+    bad_text = _non_utf8_field(model)
+    if bad_text:
+        raise OnnxImportError([f"{name}: malformed ONNX file: {bad_text} is not valid UTF-8"])
     return name, model, base_dir
+
+
+def _non_utf8_field(model: Any) -> str | None:
+    """Where a name the importer reads holds bytes that are not UTF-8 (protobuf then gives
+    bytes instead of str), or None."""
+    for entry in model.opset_import:
+        if isinstance(entry.domain, bytes):
+            return "an opset domain"
+    g = model.graph
+    for i, node in enumerate(g.node):
+        fields = [node.name, node.op_type, node.domain, *node.input, *node.output, *(a.name for a in node.attribute)]
+        if any(isinstance(f, bytes) for f in fields):
+            return f"a name in node #{i} ({node.op_type!r})"
+    for what, values in (("graph input", g.input), ("graph output", g.output), ("value_info", g.value_info),
+                         ("initializer", g.initializer)):
+        for i, v in enumerate(values):
+            if isinstance(v.name, bytes):
+                return f"the name of {what} #{i}"
+    return None
 
 
 class OnnxImporter:
@@ -387,6 +409,30 @@ class OnnxImporter:
         except _MissingData as e:
             self.problem(node, str(e))
             self._poison(node)
+        except Exception:
+            # a converter failing on a node that is not valid ONNX (a required attribute
+            # missing, an attribute of the wrong type) is bad input; on a valid node, a bug
+            invalid = self._schema_problem(node)
+            if invalid is None:
+                raise
+            self.problem(node, f"invalid node: {invalid}")
+            self._poison(node)
+
+    def _schema_problem(self, node: Any) -> str | None:
+        """What ONNX's checker finds wrong with one node of the standard domain, or None."""
+        if node.domain not in ("", "ai.onnx"):
+            return None
+        from onnx import checker
+
+        ctx = checker.C.CheckerContext()
+        ctx.ir_version = self.model.ir_version or 8
+        ctx.opset_imports = {e.domain: e.version for e in self.model.opset_import}
+        try:
+            checker.check_node(node, ctx, checker.C.LexicalScopeContext())
+        except Exception as e:  # onnx's ValidationError
+            lines = [line for line in str(e).splitlines() if line.strip()]
+            return lines[0] if lines else type(e).__name__
+        return None
 
     def _shape_outputs(self, node: Any) -> None:
         """Outputs ONNX's whole-graph inference left unshaped get their type from the node

@@ -2,8 +2,9 @@
 
 Seeded mutations of the corpus, of the bundled and test models and of ../shared's workloads
 (when present): the file truncated, bytes flipped, a node dropped, an input renamed. Each
-mutated file goes through `monet-opt` (import, verify, print) and every fourth one also through
-`monet report` (autodiff, Adam, costing, scheduling), in-process. A tool must either succeed
+mutated file goes through `monet-opt` (import, verify, print), every fourth one also through
+`monet report` (autodiff, Adam, costing, scheduling) and every other fourth one through
+`monet-run` (the numpy interpreter; weight-stripped files stop at their missing data), in-process. A tool must either succeed
 (exit 0: the mutation left a valid model) or reject the file with one `<tool>: error: ...` line
 per problem (exit 1); exit 2 (a bug in MONET) and any traceback fail the test.
 """
@@ -80,6 +81,7 @@ def check(tool: str, code: int, stderr: str, what: str) -> None:
 def test_fuzzed_files_never_give_a_traceback(tmp_path):
     from monet_ir.tools.monet import main as monet
     from monet_ir.tools.monet_opt import main as monet_opt
+    from monet_ir.tools.monet_run import main as monet_run
 
     files = sources()
     assert len(files) >= 20
@@ -98,6 +100,9 @@ def test_fuzzed_files_never_give_a_traceback(tmp_path):
             code, stderr = run_tool(monet, ["report", str(mutated), "--target", "edge_npu", "--no-plots",
                                             "--out", str(tmp_path / f"out{i}")])
             check("monet", code, stderr, what)
+        elif i % 4 == 2:
+            code, stderr = run_tool(monet_run, [str(mutated), "--out", str(tmp_path / f"run{i}.npz")])
+            check("monet-run", code, stderr, what)
         mutated.unlink()
     # the mutations exercise both outcomes: rejected files and still-valid ones
     assert outcomes[1] > CASES // 4 and outcomes[0] > 0, outcomes

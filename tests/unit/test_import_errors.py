@@ -162,3 +162,24 @@ def test_cli_bad_dim_option_and_bad_ir(tmp_path):
     result = run_cli(str(bad))
     err = result.stderr.decode()
     assert result.returncode == 1 and "Traceback" not in err and len(err.splitlines()) == 1, err
+
+
+def test_name_that_is_not_utf8_is_a_malformed_file():
+    data = unsupported_model().SerializeToString()
+    data = data.replace(b"/relu", b"/r\xe8lu", 1)  # same length: the protobuf framing stays valid
+    problems = problems_of(data)
+    assert problems == ["bad.onnx: malformed ONNX file: a name in node #0 ('Relu') is not valid UTF-8"]
+
+
+def test_control_characters_in_names_stay_on_one_line(capsys):
+    from monet_ir.errors import run_reporting_errors
+
+    model = model_with([helper.make_node("Re\rlu", ["x"], ["y"], name="/re\nlu")],
+                       [helper.make_tensor_value_info("x", F, [2])], [helper.make_tensor_value_info("y", F, [2])])
+
+    def work():
+        import_onnx(model.SerializeToString(), source_name="bad.onnx")
+
+    assert run_reporting_errors("monet-opt", work) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "monet-opt: error: bad.onnx: node '/re\\nlu' (ai.onnx::Re\\rlu): unsupported operator"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from monet_ir import import_onnx
+from monet_ir import import_onnx, parse_module, print_module
 from monet_ir.graph import arg_infos, step_function
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
@@ -116,6 +116,8 @@ def test_lora_graph_trains_the_low_rank_matrices_only():
     names = [op.name for op in module.walk()]
     assert names.count("grad.conv_weight") == 1 and "grad.conv_input" not in names  # x needs no gradient
     assert names.count("nn.matmul") == 3  # B @ A forward, and the two FusedMatMul gradients
+    text = print_module(module)
+    assert print_module(parse_module(text)) == text
 
 
 def test_lora_graph_reports_on_the_stream_file(tmp_path):
