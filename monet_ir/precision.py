@@ -212,7 +212,10 @@ def parse_precision(text: str, block: int = 32, group: str = "vector") -> Precis
     shape = parse_group(group, block)
     text = text.strip()
     if "=" not in text:
-        precision_bits(text or "?")
+        try:
+            precision_bits(text or "?")
+        except PrecisionError as e:
+            raise PrecisionError(f"--precision {text}: {e}") from None
         return PrecisionPolicy(text, text, text, text, text, shape)
     chosen: dict[str, str] = {}
     for item in text.split(","):

@@ -862,3 +862,27 @@ impl(T.AdamWOp)(_adam_like(K.adamw))
 @impl(T.AccumulateOp)
 def _accumulate(op: T.AccumulateOp, env: Env) -> None:
     _write(op, op.buffer, env, K.add(env[op.buffer], env[op.value]))
+
+
+# ----------------------------------------------------------------------------- mx
+
+
+def _mx_cast(op: Any, env: Env) -> np.ndarray:
+    """An MX cast computes with what the format stores: quantize, then dequantize
+    (`monet_ir.interp.mx`); a requantize re-encodes the decoded values along its axis."""
+    from monet_ir.interp.mx import quantize_dequantize
+    from monet_ir.precision import MXGroup
+
+    rows, cols = op.get_group()
+    group = MXGroup("vector" if rows == 1 else "square", rows, cols)
+    partner = op.get_partner() if rows > 1 else None
+    return quantize_dequantize(env[op.input], op.get_format(), group, axis=op.get_axis(), partner=partner)
+
+
+def _register_mx() -> None:
+    from dialects import mx as M
+
+    impl(M.QuantizeOp, M.RequantizeOp)(_mx_cast)
+
+
+_register_mx()

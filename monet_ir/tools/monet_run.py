@@ -1,7 +1,7 @@
 """`monet-run`: execute a training step on numpy, the reference semantics of the MONET dialects.
 
     monet-run MODEL.onnx|STEP.mlir [-p PIPELINE] [--params P.npz] [--inputs I.npz] --out OUT.npz
-              [--all-values] [--dim NAME=N]
+              [--all-values] [--dim NAME=N] [--precision POLICY [--mx-block K] [--mx-group G]]
 
 The pipeline (default `autodiff` for an ONNX model, none for IR) runs in process on the module.
 Parameters default to the ONNX initializers; `--params` adds or overrides them (and optimizer
@@ -11,6 +11,11 @@ OUT.npz holds `loss` (the first result), `grad/<param>` for every gradient resul
 optimizer op consumes (with `insert-optimizer` in the pipeline), the updated
 `<param>` and `<state>` arrays when the step has optimizer ops, and with `--all-values` every
 ONNX tensor's value `value/<onnx name>` and gradient `grad/<onnx name>` (ONNX inputs only).
+
+`--precision` (a format name or `weights=F,activations=F,gradients=F`, as `monet report`) runs
+the `quantize` pass after the pipeline: the step computes with MX-quantized operands
+(quantize-dequantize in numpy), so OUT.npz holds the loss and gradients of an MX training step;
+plain formats change nothing (numpy computes in the model's element type).
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, help="npz to write")
     parser.add_argument("--all-values", action="store_true", help="also write every ONNX tensor's value and gradient")
     parser.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
+    parser.add_argument("--precision", metavar="NAME|CLASS=NAME,...",
+                        help="run the step with MX-quantized contraction operands (the quantize pass)")
+    parser.add_argument("--mx-block", type=int, default=32, metavar="K", help="elements per vector group (default 32)")
+    parser.add_argument("--mx-group", default="vector", metavar="vector|square:RxC", help="MX group shape")
     return parser
 
 
@@ -78,7 +87,18 @@ def run(args: argparse.Namespace) -> None:
         params = {}
     params.update(load_npz(args.params, "--params"))
     inputs = load_npz(args.inputs, "--inputs")
+    policy = None
+    if args.precision:
+        from monet_ir.precision import parse_precision
+
+        policy = parse_precision(args.precision, args.mx_block, args.mx_group)  # bad text fails before the run
     grads = apply_pipeline(module, args.passes if args.passes is not None else ("autodiff" if is_onnx else ""))
+    if policy is not None and policy.has_mx:
+        from xdsl.context import Context
+
+        from passes.quantize import QuantizePass
+
+        QuantizePass(policy=policy.spec()).apply(Context(), module)
     module.verify()
     fn = step_function(module)
     consumed = optimizer_gradients(fn)
