@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from dialects.grad import GRAD
+from dialects.mx import MX
 from dialects.nn import NN
 from dialects.train import TRAIN
 from monet_ir import import_onnx, parse_module
@@ -77,8 +78,8 @@ def t(*shape: int, elem: str = "f64") -> str:
 # ----------------------------------------------------------------------------- coverage
 
 
-def test_every_op_of_the_three_dialects_has_an_implementation():
-    ops = [op for dialect in (NN, GRAD, TRAIN) for op in dialect.operations]
+def test_every_op_of_the_computing_dialects_has_an_implementation():
+    ops = [op for dialect in (NN, GRAD, TRAIN, MX) for op in dialect.operations]
     missing = [op.name for op in ops if op not in IMPLS]
     assert not missing, f"no numpy implementation for {missing}"
     assert set(IMPLS) <= set(ops), "implementations registered for ops outside the dialects"
