@@ -44,16 +44,20 @@ from xdsl.irdl import (
 )
 from xdsl.traits import MemoryWriteEffect
 
-from dialects.base import MonetOp, elem_of, expect, int_of, shape_of, str_of
+from dialects.base import MonetOp, elem_of, expect, int_of, num_elements, shape_of, str_of
 
 ALGORITHMS = ("ring", "tree", "hierarchical", "direct")
 
 
 def _elements(t) -> int:
-    n = 1
-    for d in shape_of(t):
-        n *= d
-    return n
+    return num_elements(shape_of(t))
+
+
+def _props(group: str, size: int, algorithm: str | None = None) -> dict:
+    props = {"group": StringAttr(group), "size": IntegerAttr(size, 64)}
+    if algorithm:
+        props["algorithm"] = StringAttr(algorithm)
+    return props
 
 
 def shard_elements(elements: int, size: int) -> int:
@@ -109,10 +113,8 @@ class AllReduceOp(CollectiveOp):
     assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($outputs)"
 
     def __init__(self, inputs, group: str, size: int, algorithm: str | None = None):
-        props = {"group": StringAttr(group), "size": IntegerAttr(size, 64)}
-        if algorithm:
-            props["algorithm"] = StringAttr(algorithm)
-        super().__init__(operands=[list(inputs)], result_types=[[v.type for v in inputs]], properties=props)
+        super().__init__(operands=[list(inputs)], result_types=[[v.type for v in inputs]],
+                         properties=_props(group, size, algorithm))
 
     def verify_collective(self) -> None:
         self.check_counts()
@@ -134,11 +136,8 @@ class ReduceScatterOp(CollectiveOp):
     assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($outputs)"
 
     def __init__(self, inputs, group: str, size: int, algorithm: str | None = None):
-        props = {"group": StringAttr(group), "size": IntegerAttr(size, 64)}
-        if algorithm:
-            props["algorithm"] = StringAttr(algorithm)
         types = [TensorType(elem_of(v.type), [shard_elements(_elements(v.type), size)]) for v in inputs]
-        super().__init__(operands=[list(inputs)], result_types=[types], properties=props)
+        super().__init__(operands=[list(inputs)], result_types=[types], properties=_props(group, size, algorithm))
 
     def verify_collective(self) -> None:
         self.check_counts()
@@ -164,10 +163,7 @@ class AllGatherOp(CollectiveOp):
     assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($outputs)"
 
     def __init__(self, inputs, result_types, group: str, size: int, algorithm: str | None = None):
-        props = {"group": StringAttr(group), "size": IntegerAttr(size, 64)}
-        if algorithm:
-            props["algorithm"] = StringAttr(algorithm)
-        super().__init__(operands=[list(inputs)], result_types=[list(result_types)], properties=props)
+        super().__init__(operands=[list(inputs)], result_types=[list(result_types)], properties=_props(group, size, algorithm))
 
     def verify_collective(self) -> None:
         self.check_counts()
@@ -193,9 +189,8 @@ class ShardOp(CollectiveOp):
     assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
 
     def __init__(self, value, group: str, size: int):
-        props = {"group": StringAttr(group), "size": IntegerAttr(size, 64)}
         t = TensorType(elem_of(value.type), [shard_elements(_elements(value.type), size)])
-        super().__init__(operands=[value], result_types=[t], properties=props)
+        super().__init__(operands=[value], result_types=[t], properties=_props(group, size))
 
     def verify_collective(self) -> None:
         want = shard_elements(_elements(self.input.type), self.group_size())

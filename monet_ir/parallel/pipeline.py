@@ -173,7 +173,7 @@ def stage_steps(module, system, plan, bits) -> StageSteps:
     from monet_ir.analysis.ir_signatures import tensor_bytes_at
     from monet_ir.network.sim import NetworkSim
     from monet_ir.parallel.stages import stage_functions
-    from monet_ir.parallel.step import memory_per_device, run_step
+    from monet_ir.parallel.step import run_step
     from monet_ir.types import tensor_bytes
 
     size = (lambda t: tensor_bytes_at(t, bits)) if bits is not None else tensor_bytes
@@ -191,7 +191,8 @@ def stage_steps(module, system, plan, bits) -> StageSteps:
                     fwd_bytes[min(s, p - 2)] += nbytes
                 else:
                     bwd_bytes[max(s - 1, 0)] += nbytes
-    memory = [memory_per_device(fn, plan, bits) for fn in fns]
+    # run_step read each stage's per-device memory already
+    memory = [{k: v for k, v in r.memory.items() if k not in ("dram_peak_bytes", "capacity_bytes")} for r in results]
     return StageSteps(results, fwd_bytes, bwd_bytes, memory)
 
 
