@@ -112,13 +112,16 @@ def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
 def critical_path_cycles(s: Schedule) -> float:
     """Length of the longest dependency chain of ops at their scheduled durations."""
     tasks = s.graph.tasks
-    placed = {st.task: st for st in s.tasks}
-    chain: dict[int, float] = {}
+    # chain[t]: the longest chain ending with task t; 0 until t is reached, and for tasks not in
+    # the schedule (chains are never negative, so a 0 changes no maximum)
+    chain = [0.0] * len(tasks)
+    at = chain.__getitem__
     # start times order every task after its predecessors (pacing edges run against task order)
     for st in sorted(s.tasks, key=lambda st: (st.start, st.end, st.task)):
-        duration = st.end - st.start if tasks[st.task].sig is not None else 0.0
-        chain[st.task] = duration + max((chain.get(p, 0.0) for p in tasks[st.task].preds if p in placed), default=0.0)
-    return max(chain.values(), default=0.0)
+        task = tasks[st.task]
+        duration = st.end - st.start if task.sig is not None else 0.0
+        chain[st.task] = duration + max(map(at, task.preds), default=0.0)
+    return max(chain, default=0.0)
 
 
 # ---------------------------------------------------------------------- text
