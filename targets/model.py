@@ -335,6 +335,11 @@ class Core:
             object.__setattr__(self, "_hash", cached)
         return cached
 
+    def __getstate__(self) -> dict:
+        # string hashes differ between processes (PYTHONHASHSEED): a pickled Core must not carry
+        # this process's hash into a worker, where equal Cores would then miss each other in dicts
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def hierarchy(self, operand: str) -> tuple[MemoryLevel, ...]:
         """Memories holding `operand`, innermost first."""
         return tuple(m for m in self.memories if operand in m.operands)

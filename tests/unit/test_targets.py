@@ -351,3 +351,23 @@ def test_stream_cores_get_distinct_names():
 def test_version_option():
     run = subprocess.run([sys.executable, "-m", "monet_ir.tools.monet", "--version"], capture_output=True, text=True)
     assert run.returncode == 0 and re.fullmatch(r"monet \S+\n", run.stdout)
+
+
+def test_a_pickled_core_hashes_like_a_fresh_one_in_another_process():
+    # explore workers (Ray, spawned processes) receive Cores pickled by the parent, whose string
+    # hashes are salted differently: the cost memo must still find them
+    import pickle
+
+    core = get_target("edge_npu").cores[0]
+    hash(core)  # caches this process's hash on the instance
+    script = (
+        "import pickle, sys\n"
+        "from targets import get_target\n"
+        "core = pickle.loads(sys.stdin.buffer.read())\n"
+        "fresh = get_target('edge_npu').cores[0]\n"
+        "assert hash(core) == hash(fresh) and {fresh: 1}[core] == 1\n"
+    )
+    for seed in ("1", "2"):
+        run = subprocess.run([sys.executable, "-c", script], input=pickle.dumps(core), capture_output=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        assert run.returncode == 0, run.stderr.decode()
