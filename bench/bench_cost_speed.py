@@ -17,10 +17,11 @@ import argparse
 import os
 import sys
 import time
+from shared_path import SHARED
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-MODELS = os.path.join(os.path.dirname(REPO), "shared", "models")
+MODELS = str(SHARED / "models")
 sys.path.insert(0, REPO)
 
 WORKLOADS = {"resnet18_b32": "resnet18_b32.onnx", "gpt2_124m_b1": "gpt2_124m_b1.onnx"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from shared_path import SHARED
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = [
@@ -46,7 +47,7 @@ def measure(model: Path, target_name: str, fusion: str) -> tuple[float, float, f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=Path, default=REPO.parent / "shared" / "models")
+    parser.add_argument("--models", type=Path, default=SHARED / "models")
     args = parser.parse_args()
     print("| workload, target | DRAM traffic (MB): unfused → forward stacks → forward + backward stacks "
           "| latency (Mcycles) | energy (mJ) |")

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from shared_path import SHARED
+
 WORKLOADS = [("resnet18_b32.onnx", 1.0), ("gpt2_small_b8.onnx", None), ("gpt2_124m_b1.onnx", 5.0)]
 
 CHILD = r"""
@@ -31,7 +33,7 @@ print(json.dumps({"startup_s": t1 - t0, "import_s": t2 - t1, "ops": ops,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "models")
+    parser.add_argument("--models", type=Path, default=SHARED / "models")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print(f"{'model':<24}{'import s (best)':>16}{'target s':>10}{'ratio':>8}{'ops':>8}{'peak RSS MB':>13}")

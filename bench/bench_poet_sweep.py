@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from shared_path import SHARED
 
 FRACTIONS = [round(1.0 - 0.0125 * i, 4) for i in range(21)]  # 1.0 down to 0.75
 MODES = {"recompute only": (True, False), "paging only": (False, True), "both": (True, True)}
@@ -49,7 +50,7 @@ def main() -> None:
     from monet_ir.explore.evaluate import Evaluator, StepConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=str(Path(__file__).resolve().parents[2] / "shared" / "models"))
+    parser.add_argument("--models", default=str(SHARED / "models"))
     parser.add_argument("--out", default="poet_sweep")
     parser.add_argument("--time-factor", type=float, default=2.0)
     parser.add_argument("--time-limit", type=float, default=60.0)

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from shared_path import SHARED
 
 RUNS = [("resnet18_b1", "tpu_like_quad_core", 3.0), ("gpt2_small_b8", "hetero_chip", None),
         ("gpt2_124m_b1", "datacenter", 30.0)]
@@ -23,7 +24,7 @@ RUNS = [("resnet18_b1", "tpu_like_quad_core", 3.0), ("gpt2_small_b8", "hetero_ch
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "models")
+    parser.add_argument("--models", type=Path, default=SHARED / "models")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print(f"{'model':<16}{'target':<20}{'wall s (best)':>14}{'target s':>10}{'ratio':>8}{'peak RSS MB':>13}")

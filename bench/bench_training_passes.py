@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from shared_path import SHARED
 
 WORKLOADS = ["resnet18_b32", "gpt2_small_b8", "gpt2_124m_b1"]
 
@@ -21,7 +22,7 @@ def main() -> None:
     from passes.insert_optimizer import InsertOptimizerPass
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "models")
+    parser.add_argument("--models", type=Path, default=SHARED / "models")
     args = parser.parse_args()
     print(f"{'model':<16}{'import s':>10}{'autodiff s':>12}{'optimizer s':>13}{'verify s':>10}{'ops after':>11}")
     for name in WORKLOADS:

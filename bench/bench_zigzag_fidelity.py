@@ -25,11 +25,12 @@ import statistics
 import subprocess
 import sys
 import time
+from shared_path import SHARED as SHARED_DIR
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "out")
-SHARED = os.path.join(os.path.dirname(REPO), "shared")
+SHARED = str(SHARED_DIR)
 CORES_DIR = os.path.join(SHARED, "stream_hw", "cores")
 OFFCHIP = os.path.join(CORES_DIR, "offchip.yaml")
 MODEL = os.path.join(SHARED, "models", "stream_resnet18_inference.onnx")
