@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from make_gpt2 import build, parameter_count
+
 REPO = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 1.5
 TARGET_XL_S = 20.0
@@ -52,102 +54,6 @@ ops = json.load(open(args.out + "/report.json"))["ops"]
 print(json.dumps({"loaded": loaded, "report": report, "ops": sum(ops.values()),
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), file=sys.stderr)
 """
-
-
-def gpt2_model(layers: int, embd: int, heads: int, vocab: int, seq: int, batch: int):
-    """A GPT-2 (HF GPT2LMHeadModel export shape) with `layers` blocks and no weight data."""
-    from onnx import TensorProto, helper
-
-    nodes, inits = [], []
-    params = 0
-
-    def weight(name: str, dims: list[int]) -> str:
-        nonlocal params
-        t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=dims)
-        t.data_location = TensorProto.EXTERNAL
-        for key, value in (("location", "absent.weights.bin"), ("offset", "0"), ("length", str(4 * _prod(dims)))):
-            entry = t.external_data.add()
-            entry.key, entry.value = key, value
-        inits.append(t)
-        params += _prod(dims)
-        return name
-
-    def const(name: str, dtype: int, dims: list[int], values: list) -> str:
-        inits.append(helper.make_tensor(name, dtype, dims, values))
-        return name
-
-    def node(op: str, inputs: list[str], name: str, outputs: int = 1, **attrs) -> list[str]:
-        outs = [f"{name}_out{i}" for i in range(outputs)]
-        nodes.append(helper.make_node(op, inputs, outs, name=name, **attrs))
-        return outs
-
-    head = embd // heads
-    wte = weight("wte.weight", [vocab, embd])
-    wpe = weight("wpe.weight", [seq, embd])
-    positions = const("position_ids", TensorProto.INT64, [seq], list(range(seq)))
-    split = const("split_sizes", TensorProto.INT64, [3], [embd, embd, embd])
-    to_heads = const("to_heads", TensorProto.INT64, [4], [batch, seq, heads, head])
-    to_embd = const("to_embd", TensorProto.INT64, [3], [batch, seq, embd])
-    scale = const("scale", TensorProto.FLOAT, [], [1.0 / head ** 0.5])
-    masked = const("masked", TensorProto.FLOAT, [], [-1e4])
-    causal = const("causal", TensorProto.BOOL, [1, 1, seq, seq],
-                   [j <= i for i in range(seq) for j in range(seq)])
-    half, one = const("half", TensorProto.FLOAT, [], [0.5]), const("one", TensorProto.FLOAT, [], [1.0])
-    three, c1 = const("three", TensorProto.FLOAT, [], [3.0]), const("c1", TensorProto.FLOAT, [], [0.044715])
-    c2 = const("c2", TensorProto.FLOAT, [], [(2 / 3.141592653589793) ** 0.5])
-
-    x = node("Add", [node("Gather", [wte, "input_ids"], "/wte/Gather")[0],
-                     node("Gather", [wpe, positions], "/wpe/Gather")[0]], "/Add")[0]
-
-    def layer_norm(x: str, prefix: str) -> str:
-        g, b = weight(f"{prefix}.weight", [embd]), weight(f"{prefix}.bias", [embd])
-        return node("LayerNormalization", [x, g, b], f"/{prefix}/LayerNormalization", axis=-1, epsilon=1e-5)[0]
-
-    def linear(x: str, prefix: str, n_in: int, n_out: int) -> str:
-        w, b = weight(f"{prefix}.weight", [n_in, n_out]), weight(f"{prefix}.bias", [n_out])
-        return node("Add", [node("MatMul", [x, w], f"/{prefix}/MatMul")[0], b], f"/{prefix}/Add")[0]
-
-    for i in range(layers):
-        p = f"h.{i}"
-        h = layer_norm(x, f"{p}.ln_1")
-        q, k, v = node("Split", [linear(h, f"{p}.attn.c_attn", embd, 3 * embd), split], f"/{p}/attn/Split",
-                       outputs=3, axis=2)
-        q, k, v = (node("Reshape", [t, to_heads], f"/{p}/attn/Reshape_{n}")[0] for n, t in enumerate((q, k, v)))
-        q = node("Transpose", [q], f"/{p}/attn/Transpose_q", perm=[0, 2, 1, 3])[0]
-        k = node("Transpose", [k], f"/{p}/attn/Transpose_k", perm=[0, 2, 3, 1])[0]
-        v = node("Transpose", [v], f"/{p}/attn/Transpose_v", perm=[0, 2, 1, 3])[0]
-        a = node("Mul", [node("MatMul", [q, k], f"/{p}/attn/MatMul")[0], scale], f"/{p}/attn/Mul")[0]
-        a = node("Where", [causal, a, masked], f"/{p}/attn/Where")[0]
-        a = node("Softmax", [a], f"/{p}/attn/Softmax", axis=-1)[0]
-        a = node("MatMul", [a, v], f"/{p}/attn/MatMul_1")[0]
-        a = node("Transpose", [a], f"/{p}/attn/Transpose_o", perm=[0, 2, 1, 3])[0]
-        a = node("Reshape", [a, to_embd], f"/{p}/attn/Reshape_o")[0]
-        x = node("Add", [x, linear(a, f"{p}.attn.c_proj", embd, embd)], f"/{p}/Add")[0]
-        h = linear(layer_norm(x, f"{p}.ln_2"), f"{p}.mlp.c_fc", embd, 4 * embd)
-        # tanh-GELU as PyTorch's export writes it: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-        cube = node("Mul", [node("Pow", [h, three], f"/{p}/mlp/act/Pow")[0], c1], f"/{p}/mlp/act/Mul")[0]
-        inner = node("Mul", [node("Add", [h, cube], f"/{p}/mlp/act/Add")[0], c2], f"/{p}/mlp/act/Mul_1")[0]
-        gate = node("Add", [node("Tanh", [inner], f"/{p}/mlp/act/Tanh")[0], one], f"/{p}/mlp/act/Add_1")[0]
-        h = node("Mul", [node("Mul", [h, half], f"/{p}/mlp/act/Mul_2")[0], gate], f"/{p}/mlp/act/Mul_3")[0]
-        x = node("Add", [x, linear(h, f"{p}.mlp.c_proj", 4 * embd, embd)], f"/{p}/Add_1")[0]
-    x = layer_norm(x, "ln_f")
-    head_w = node("Transpose", [wte], "/lm_head/Transpose", perm=[1, 0])[0]
-    logits = node("MatMul", [x, head_w], "/lm_head/MatMul")[0]
-    graph = helper.make_graph(
-        nodes, f"gpt2_{layers}l",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq])],
-        [helper.make_tensor_value_info(logits, TensorProto.FLOAT, [batch, seq, vocab])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    return model, params
-
-
-def _prod(dims: list[int]) -> int:
-    total = 1
-    for d in dims:
-        total *= d
-    return total
 
 
 def main() -> None:
@@ -180,7 +86,8 @@ def main() -> None:
             runs = [-runs[0]] + runs  # the warm-up run, untimed
         for layers in runs:
             warm_up, layers = layers < 0, abs(layers)
-            model, params = gpt2_model(layers, args.embd, args.heads, args.vocab, args.seq, args.batch)
+            model = build(layers, args.embd, args.heads, args.vocab, args.seq, args.batch, gelu="written")
+            params = parameter_count(model)
             path = Path(tmp) / f"gpt2_{layers}l.onnx"
             onnx.save(model, path)
             out = Path(tmp) / f"out_{layers}"

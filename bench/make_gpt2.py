@@ -7,7 +7,9 @@ The defaults are GPT-2 XL (1.56 B parameters). The graph is GPT-2's: learned tok
 embeddings, pre-LN blocks (LayerNorm, fused QKV MatMul+Add, per-head causal attention as
 MatMul -> Mul(1/sqrt(d)) -> Where(mask, -inf) -> Softmax -> MatMul, output projection,
 residual; LayerNorm, MLP with GELU), a final LayerNorm and an LM head tied to the token
-embedding (Transpose -> MatMul). Opset 20 (Gelu with approximate="tanh").
+embedding (Transpose -> MatMul). Opset 20 (Gelu with approximate="tanh"); `build(...,
+gelu="written")` gives the tanh chain PyTorch's exporter writes below opset 20, at opset 17
+(bench/bench_scaling.py uses that form).
 """
 
 from __future__ import annotations
@@ -36,7 +38,13 @@ def const(name: str, array: np.ndarray) -> onnx.TensorProto:
     return helper.make_tensor(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape, array.flatten().tolist())
 
 
-def build(layers: int, hidden: int, heads: int, vocab: int, seq: int, batch: int) -> onnx.ModelProto:
+def build(layers: int, hidden: int, heads: int, vocab: int, seq: int, batch: int,
+          gelu: str = "op") -> onnx.ModelProto:
+    """gelu="op": one Gelu(approximate="tanh") node (opset 20); gelu="written": the
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) chain PyTorch's exporter writes below opset 20
+    (opset 17)."""
+    if gelu not in ("op", "written"):
+        raise ValueError(f"gelu must be 'op' or 'written', not {gelu!r}")
     d = hidden // heads
     nodes, inits = [], []
     inits += [weight("wte.weight", [vocab, hidden]), weight("wpe.weight", [seq, hidden])]
@@ -47,6 +55,10 @@ def build(layers: int, hidden: int, heads: int, vocab: int, seq: int, batch: int
     inits.append(const("heads_shape", np.array([batch, seq, heads, d], dtype=np.int64)))
     inits.append(const("merge_shape", np.array([batch, seq, hidden], dtype=np.int64)))
     inits.append(const("qkv_split", np.array([hidden, hidden, hidden], dtype=np.int64)))
+    if gelu == "written":
+        for name, value in (("half", 0.5), ("one", 1.0), ("three", 3.0), ("gelu_c1", 0.044715),
+                            ("gelu_c2", math.sqrt(2 / math.pi))):
+            inits.append(const(name, np.array(value, dtype=np.float32)))
     nodes.append(helper.make_node("Gather", ["wte.weight", "input_ids"], ["tok"], name="/wte/Gather"))
     nodes.append(helper.make_node("Gather", ["wpe.weight", "pos_ids"], ["pos"], name="/wpe/Gather"))
     nodes.append(helper.make_node("Add", ["tok", "pos"], ["h0"], name="/embed/Add"))
@@ -86,7 +98,18 @@ def build(layers: int, hidden: int, heads: int, vocab: int, seq: int, batch: int
         node("LayerNormalization", [f"{p}.r1", f"{p}.ln_2.weight", f"{p}.ln_2.bias"], [f"{p}.b"], "ln_2", axis=-1, epsilon=1e-5)
         node("MatMul", [f"{p}.b", f"{p}.mlp.c_fc.weight"], [f"{p}.f0"], "mlp/c_fc/MatMul")
         node("Add", [f"{p}.f0", f"{p}.mlp.c_fc.bias"], [f"{p}.f1"], "mlp/c_fc/Add")
-        node("Gelu", [f"{p}.f1"], [f"{p}.f2"], "mlp/Gelu", approximate="tanh")
+        if gelu == "op":
+            node("Gelu", [f"{p}.f1"], [f"{p}.f2"], "mlp/Gelu", approximate="tanh")
+        else:
+            h = f"{p}.f1"
+            node("Pow", [h, "three"], [f"{p}.g0"], "mlp/act/Pow")
+            node("Mul", [f"{p}.g0", "gelu_c1"], [f"{p}.g1"], "mlp/act/Mul")
+            node("Add", [h, f"{p}.g1"], [f"{p}.g2"], "mlp/act/Add")
+            node("Mul", [f"{p}.g2", "gelu_c2"], [f"{p}.g3"], "mlp/act/Mul_1")
+            node("Tanh", [f"{p}.g3"], [f"{p}.g4"], "mlp/act/Tanh")
+            node("Add", [f"{p}.g4", "one"], [f"{p}.g5"], "mlp/act/Add_1")
+            node("Mul", [h, "half"], [f"{p}.g6"], "mlp/act/Mul_2")
+            node("Mul", [f"{p}.g6", f"{p}.g5"], [f"{p}.f2"], "mlp/act/Mul_3")
         node("MatMul", [f"{p}.f2", f"{p}.mlp.c_proj.weight"], [f"{p}.f3"], "mlp/c_proj/MatMul")
         node("Add", [f"{p}.f3", f"{p}.mlp.c_proj.bias"], [f"{p}.f4"], "mlp/c_proj/Add")
         node("Add", [f"{p}.r1", f"{p}.f4"], [f"{p}.out"], "Add_2")
@@ -98,7 +121,13 @@ def build(layers: int, hidden: int, heads: int, vocab: int, seq: int, batch: int
     nodes.append(helper.make_node("MatMul", ["hf", "wte_t"], ["logits"], name="/lm_head/MatMul"))
     graph = helper.make_graph(nodes, "gpt2", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq])],
                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, seq, vocab])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], producer_name="monet bench/make_gpt2.py")
+    opset = 20 if gelu == "op" else 17
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="monet bench/make_gpt2.py")
+
+
+def parameter_count(model: onnx.ModelProto) -> int:
+    """The weights' elements (the initializers that point to external data)."""
+    return sum(math.prod(t.dims) for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL)
 
 
 def main() -> None:
@@ -113,7 +142,7 @@ def main() -> None:
     a = parser.parse_args()
     model = build(a.layers, a.hidden, a.heads, a.vocab, a.seq, a.batch)
     onnx.save(model, a.out)
-    params = sum(math.prod(t.dims) for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL)
+    params = parameter_count(model)
     print(f"{a.out}: {params:,} parameters ({a.layers} layers, hidden {a.hidden}, {a.heads} heads, vocab {a.vocab}, seq {a.seq})")
 
 
