@@ -104,19 +104,66 @@ def backend_session(args: argparse.Namespace, jobs_given: bool) -> Iterator[None
         yield
 
 
-SEARCHES = ("checkpoint", "fusion", "allocation")
+SEARCHES = ("checkpoint", "fusion", "allocation", "precision")
 
 
 def parse_search(text: str) -> tuple[bool, bool, bool]:
-    """`--search`: (checkpointing, allocation, fusion) genes on or off."""
+    """`--search`: (checkpointing, allocation, fusion) genes on or off (`precision` is read by
+    `search_precisions`; `all` does not include it)."""
     names = {name.strip() for name in text.split(",") if name.strip()}
     unknown = sorted(names - {*SEARCHES, "all"})
     if unknown or not names:
-        raise UsageError(f"--search {text}: expected checkpoint, fusion, allocation or all (several separated by "
-                         f"commas){', not ' + ', '.join(unknown) if unknown else ''}")
+        raise UsageError(f"--search {text}: expected checkpoint, fusion, allocation, precision or all (several "
+                         f"separated by commas){', not ' + ', '.join(unknown) if unknown else ''}")
     if "all" in names:
         return True, True, True
     return "checkpoint" in names, "allocation" in names, "fusion" in names
+
+
+def search_precisions(args: argparse.Namespace, objective: str) -> tuple[str, ...]:
+    """The policies the precision gene picks from (`--search precision`), as specs: each
+    `--precisions` item (a format name for every tensor class, as `--precision NAME`; an option
+    value holding `=` is one whole per-class policy), an MX one once per `--mx-groups` shape
+    (default: `--mx-group`), with `--mx-block`. Every policy is checked against the target
+    first: one that some core cannot run is a one-line error before the search starts."""
+    from monet_ir.precision import PrecisionError, parse_precision
+    from targets import get_target
+    from targets.precision_choice import choose_precision
+
+    searched = "precision" in {name.strip() for name in args.search.split(",")}
+    given = getattr(args, "precisions", None) or []
+    if not searched:
+        if given or getattr(args, "mx_groups", None):
+            raise UsageError("--precisions and --mx-groups need --search ...,precision")
+        return ()
+    if not given:
+        raise UsageError("--search precision needs --precisions NAME,NAME,... (the policies to try)")
+    if args.precision:
+        raise UsageError("--search precision picks the policy from --precisions; give no --precision")
+    if objective != "schedule":
+        raise UsageError("--search precision applies to --objective schedule")
+    items: list[str] = []
+    for value in given:
+        items += [value.strip()] if "=" in value else [v.strip() for v in value.split(",") if v.strip()]
+    groups = [g.strip() for g in (args.mx_groups or args.mx_group or "vector").split(",") if g.strip()]
+    specs: list[str] = []
+    for item in items:
+        for group in groups:
+            try:
+                policy = parse_precision(item, args.mx_block, group)
+            except PrecisionError as e:
+                message = str(e).replace("--precision", "--precisions", 1).replace("--mx-group", "--mx-groups", 1)
+                raise UsageError(message) from None
+            if policy.spec() not in specs:
+                specs.append(policy.spec())
+    from monet_ir.errors import MonetError
+
+    for spec in specs:
+        try:
+            choose_precision(get_target(args.target, precision=spec), spec)
+        except MonetError as e:  # some core cannot run it: one line, before any candidate
+            raise UsageError(f"--precisions: {e}") from None
+    return tuple(specs)
 
 
 def parse_energy_search(text: str) -> tuple[bool, bool]:
@@ -189,6 +236,7 @@ def run_explore(args: argparse.Namespace) -> None:
     checkpointing, allocation, fusion = parse_search(args.search)
     budget = parse_size(args.budget, "--budget") if args.budget is not None else None
     objective = "checkpoint" if args.exact else args.objective
+    precisions = search_precisions(args, objective)
     out = output_folder(args)
     resume = saved.load(out) if args.resume else None
     config = step_config(args)
@@ -196,11 +244,12 @@ def run_explore(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     terminal.say(f"[{0.0:6.2f} s] building the training step of {args.model} for {args.target}")
     evaluator = Evaluator(config)
-    spec = ga.GenomeSpec.of(evaluator, objective, checkpointing, allocation, fusion)
+    spec = ga.GenomeSpec.of(evaluator, objective, checkpointing, allocation, fusion, precisions)
     where = "Ray tasks" if args.backend == "ray" else f"{args.jobs} job(s)"
     terminal.say(f"[{time.perf_counter() - start:6.2f} s] genes: {len(spec.checkpoint)} checkpoint, "
                  f"{len(spec.allocation)} allocation, {len(spec.fusion)} fusion stacks"
-                 f"{' + tiles' if spec.fusion else ''}; objective {objective}; population {args.population}, "
+                 f"{' + tiles' if spec.fusion else ''}"
+                 f"{f', precision ({len(spec.precisions)} policies)' if spec.precisions else ''}; objective {objective}; population {args.population}, "
                  f"{args.generations} generations, {where}"
                  + (f"; resuming after generation {resume.generation}" if resume is not None else ""))
     try:
@@ -208,7 +257,7 @@ def run_explore(args: argparse.Namespace) -> None:
             result = ga.run_search(
                 evaluator, objective=objective, population=args.population, generations=args.generations,
                 seed=args.seed, jobs=args.jobs, budget=budget, checkpointing=checkpointing, allocation=allocation,
-                fusion=fusion, progress=terminal.bar, backend=args.backend, checkpoint=out, resume=resume,
+                fusion=fusion, precisions=precisions, progress=terminal.bar, backend=args.backend, checkpoint=out, resume=resume,
                 log=out / "search.log", live=terminal.live,
             )
     except KeyboardInterrupt:
@@ -232,7 +281,8 @@ def run_explore(args: argparse.Namespace) -> None:
         if objective == "schedule":
             lines.append(f"  chosen: latency {p['latency_cycles']:,} cycles, energy {p['energy_pj'] / 1e9:.4f} mJ, "
                          f"peak {p['peak_memory_bytes']:,} bytes; {len(p['recompute'])} recomputed, "
-                         f"{len(p['allocation'])} pinned, {len(p.get('fusion', []))} fused stacks")
+                         f"{len(p['allocation'])} pinned, {len(p.get('fusion', []))} fused stacks"
+                         + (f"; precision {p['precision']}" if p.get("precision") else ""))
         else:
             lines.append(f"  chosen: recompute {p['recompute_cycles']:,.0f} cycles, saved {p['saved_bytes']:,} bytes, "
                          f"{len(p['recompute'])} recomputed")

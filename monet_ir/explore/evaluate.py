@@ -10,7 +10,14 @@ as `monet report` does) and keeps it in memory. A `Candidate` is
   core able to run them, the scheduler's default);
 - `fusion`, `tiles`: fused layer stacks as `"FIRST:LAST"` node pairs and the tiles per fused
   layer (0 = sized from the target's memory): `fuse-layers{mode=explicit}`, applied after the
-  checkpoint pass as `monet report --fusion ... --tiles ...` does.
+  checkpoint pass as `monet report --fusion ... --tiles ...` does;
+- `precision`: a precision policy (the precision gene) or None (the step's own): the candidate
+  is evaluated by `Evaluator.variant(precision)`, the evaluator `monet report --precision
+  POLICY` corresponds to.
+
+Under an MX policy `monet report` runs `quantize` between the checkpoint and fusion passes; the
+planned graphs below do not know its casts, so such an evaluator builds each graph by running
+the passes on a clone of the step (`quantized_graph`), in the report's order.
 
 `Evaluator.evaluate(candidate)` builds the candidate's task graph, schedules it with the
 allocation and returns an `Evaluation`. The graph comes straight from the base step and the
@@ -200,6 +207,7 @@ class Candidate:
     allocation: tuple[tuple[str, tuple[int, ...]], ...] = ()
     fusion: tuple[str, ...] = ()
     tiles: int = 0
+    precision: str | None = None  # a policy's spec (`PrecisionPolicy.spec`); None: the step's own
 
     @property
     def graph_key(self) -> tuple:
@@ -297,7 +305,12 @@ class Evaluator:
         self.config = config
         self.module = build_step(config)
         self.target = get_target(config.target, precision=config.precision)
-        self.bits = choose_precision(self.target, config.precision).bits
+        choice = choose_precision(self.target, config.precision)
+        self.bits = choice.bits
+        # an MX policy (given, or the target's default): `monet report` runs `quantize` after the
+        # checkpoint pass, so candidates are built the same way (see `quantized_graph`)
+        self.quantize = choice.policy.spec() if choice.policy is not None and choice.policy.has_mx else None
+        self._variants: dict[str, Evaluator] = {}  # other precision policies (the precision gene)
         self.prices = PriceBook()
         self._graphs: OrderedDict[tuple, Any] = OrderedDict()
         self._graph_cache = graph_cache
@@ -309,8 +322,11 @@ class Evaluator:
         # the signatures of the base step's ops, reused for their copies in every candidate
         self.base_signatures = {op: signature_of(op, self.bits)
                                 for op in ir_graph.compute_ops(ir_graph.step_function(self.module))}
-        base = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
-                       cache=self._extract_cache)
+        if self.quantize:
+            base = self.quantized_graph(Candidate())
+        else:
+            base = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
+                           cache=self._extract_cache)
         self._graphs[Candidate().graph_key] = base
         self.checkpoint_genes = find_checkpoint_genes(self.checkpoint_problem)
         self.allocation_genes = find_allocation_genes(base, self.target, self.prices)
@@ -388,6 +404,34 @@ class Evaluator:
             program.append(ProgramOp(op, base.phase, operands, base.results, "", op_tiling))
         return program
 
+    def quantized_graph(self, candidate: Candidate):
+        """The task graph of a candidate under an MX policy, from the passes themselves, in
+        `monet report`'s order: `activation-checkpoint`, `quantize`, `fuse-layers` on a clone
+        of the step (slower than the planned graphs of `graph`, which do not know the casts)."""
+        from passes.quantize import QuantizePass
+
+        from monet_ir.schedule.taskgraph import extract
+
+        module = self.module.clone()
+        apply_checkpoint(module, candidate.recompute)
+        QuantizePass(policy=self.quantize).apply(Context(), module)
+        if candidate.fusion:
+            apply_fusion(module, candidate.fusion, candidate.tiles, self.config.target)
+        return extract(ir_graph.step_function(module), bits=self.bits)
+
+    def variant(self, precision: str | None) -> Evaluator:
+        """The evaluator of the same step under another precision policy (built once, on first
+        use): the step `monet report --precision POLICY` builds."""
+        if precision is None or precision == self.config.precision:
+            return self
+        other = self._variants.get(precision)
+        if other is None:
+            import dataclasses
+
+            other = self._variants[precision] = Evaluator(dataclasses.replace(self.config, precision=precision),
+                                                          self._graph_cache)
+        return other
+
     def graph(self, candidate: Candidate):
         from monet_ir.schedule.taskgraph import extract
 
@@ -396,8 +440,11 @@ class Evaluator:
         if g is not None:
             self._graphs.move_to_end(key)
             return g
-        g = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
-                    program=self.program(*key), cache=self._extract_cache, prefix_key=key[1:])
+        if self.quantize:
+            g = self.quantized_graph(candidate)
+        else:
+            g = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
+                        program=self.program(*key), cache=self._extract_cache, prefix_key=key[1:])
         self._graphs[key] = g
         if len(self._graphs) > self._graph_cache:
             self._graphs.popitem(last=False)
@@ -409,6 +456,10 @@ class Evaluator:
         from monet_ir.schedule.mapping import Allocation
         from monet_ir.schedule.scheduler import Scheduler
 
+        if candidate.precision is not None and candidate.precision != self.config.precision:
+            import dataclasses
+
+            return self.variant(candidate.precision).schedule(dataclasses.replace(candidate, precision=None))
         g = self.graph(candidate)
         allocation = Allocation(dict(candidate.allocation), "explore") if candidate.allocation else None
         can_run, cost_of = self.prices.functions(g.tasks)

@@ -6,8 +6,11 @@ Genome: a flat list of integers, one per gene, in segments (`GenomeSpec`):
    (`Evaluator.checkpoint_genes`): 0 = keep, 1 = recompute;
 2. allocation genes, one per node with a real choice of cores (`Evaluator.allocation_genes`):
    an index into the node's options (0 = any able core, the scheduler's default);
-3. (reserved) fusion genes: stack boundaries and tile counts for `fuse-layers`, appended as a
-   third segment with their own value ranges; decoding ignores segments it does not know.
+3. fusion genes, one per stack `fuse-layers{mode=auto}` would form (0 = unfused, 1 = fused),
+   then one tiles gene (an index into `TILE_CHOICES`);
+4. the precision gene (`--search precision`), last: an index into `GenomeSpec.precisions`, the
+   policies searched; the candidate is evaluated as `monet report --precision POLICY` builds
+   the step (`Evaluator.variant`).
 
 Objectives (all minimized), by `objective`:
 
@@ -24,7 +27,8 @@ DEAP's `selTournamentDCD`): tournament selection on rank and crowding, two-point
 (probability `cxpb`) and per-gene random reassignment (probability 1/genes per gene, applied
 to an offspring with probability `mutpb`), then `selNSGA2` on parents + offspring. The initial
 population holds the seeds (store-all, recompute-all, sqrt(n) segments, and the greedy
-memory-budget plan when a budget is given; all with the default allocation), the rest random.
+memory-budget plan when a budget is given; all with the default allocation and the first
+policy; store-all under each other searched policy), the rest random.
 
 Determinism: `random` is seeded with `seed` before anything is drawn and DEAP's operators use
 `random` only; evaluations are pure functions of the genome, cached by genome, and a
@@ -80,21 +84,26 @@ class GenomeSpec:
     checkpoint: tuple[CheckpointGene, ...]
     allocation: tuple[AllocationGene, ...]
     fusion: tuple[FusionGene, ...] = ()
+    precisions: tuple[str, ...] = ()  # the policies the precision gene picks from (specs)
 
     @staticmethod
     def of(evaluator: Evaluator, objective: str = "schedule", checkpointing: bool = True,
-           allocation: bool = True, fusion: bool = True) -> GenomeSpec:
+           allocation: bool = True, fusion: bool = True, precisions: Sequence[str] = ()) -> GenomeSpec:
         schedule = objective == "schedule"
         return GenomeSpec(tuple(evaluator.checkpoint_genes) if checkpointing else (),
                           tuple(evaluator.allocation_genes) if allocation and schedule else (),
-                          tuple(evaluator.fusion_genes) if fusion and schedule else ())
+                          tuple(evaluator.fusion_genes) if fusion and schedule else (),
+                          tuple(precisions) if schedule else ())
 
     @property
     def sizes(self) -> list[int]:
-        """Number of values of each gene (the fusion segment ends with the tiles gene)."""
+        """Number of values of each gene (the fusion segment ends with the tiles gene; the
+        precision gene, when searched, is the last)."""
         sizes = [2] * len(self.checkpoint) + [len(g.options) for g in self.allocation]
         if self.fusion:
             sizes += [2] * len(self.fusion) + [len(TILE_CHOICES)]
+        if self.precisions:
+            sizes.append(len(self.precisions))
         return sizes
 
     def __len__(self) -> int:
@@ -111,10 +120,11 @@ class GenomeSpec:
         n += len(self.allocation)
         stacks = tuple(g.spec for g, v in zip(self.fusion, genome[n:n + len(self.fusion)], strict=True) if v)
         tiles = TILE_CHOICES[genome[n + len(self.fusion)]] if stacks else 0
-        return Candidate(recompute, tuple(allocation), stacks, tiles)
+        precision = self.precisions[genome[-1]] if self.precisions else None
+        return Candidate(recompute, tuple(allocation), stacks, tiles, precision)
 
     def encode(self, recompute: Sequence[str] = (), allocation: dict[str, tuple[int, ...]] | None = None,
-               fusion: Sequence[str] = (), tiles: int = 0) -> tuple[int, ...]:
+               fusion: Sequence[str] = (), tiles: int = 0, precision: str | None = None) -> tuple[int, ...]:
         chosen = set(recompute)
         genome = [1 if g.node in chosen else 0 for g in self.checkpoint]
         allocation = allocation or {}
@@ -125,6 +135,8 @@ class GenomeSpec:
             stacks = set(fusion)
             genome += [1 if g.spec in stacks else 0 for g in self.fusion]
             genome.append(TILE_CHOICES.index(tiles) if tiles in TILE_CHOICES else 0)
+        if self.precisions:
+            genome.append(self.precisions.index(precision) if precision in self.precisions else 0)
         return tuple(genome)
 
 
@@ -135,6 +147,8 @@ def seed_genomes(evaluator: Evaluator, spec: GenomeSpec, budget: int | None = No
     from monet_ir.analysis import checkpoint_policies as plans
 
     seeds = {"store-all": spec.encode()}
+    for precision in spec.precisions[1:]:  # every policy is evaluated at least once
+        seeds[f"store-all@{precision}"] = spec.encode(precision=precision)
     if spec.fusion:
         seeds["fuse-all"] = spec.encode(fusion=[g.spec for g in spec.fusion])
     if not spec.checkpoint:
@@ -370,6 +384,8 @@ class SearchResult:
         if self.spec.fusion:
             row["fusion"] = list(candidate.fusion)
             row["tiles"] = candidate.tiles
+        if self.spec.precisions:
+            row["precision"] = candidate.precision
         row["seed"] = next((name for name, g in self.seeds.items() if g == genome), "")
         row["genome"] = "".join(_gene_char(v) for v in genome)
         return row
@@ -438,6 +454,7 @@ def run_search(
     checkpointing: bool = True,
     allocation: bool = True,
     fusion: bool = True,
+    precisions: Sequence[str] = (),
     cxpb: float = 0.9,
     mutpb: float = 1.0,
     greedy_seed: bool = True,
@@ -463,7 +480,7 @@ def run_search(
         raise ValueError(f"unknown objective '{objective}' (expected {', '.join(OBJECTIVES)})")
     start = time.perf_counter()
     names = OBJECTIVES[objective]
-    spec = GenomeSpec.of(evaluator, objective, checkpointing, allocation, fusion)
+    spec = GenomeSpec.of(evaluator, objective, checkpointing, allocation, fusion, precisions)
     seeds = seed_genomes(evaluator, spec, budget, objective, greedy_seed)
     sizes = spec.sizes
     rng_state = random.getstate()

@@ -15,7 +15,12 @@ from monet_ir.explore.ga import SearchResult
 
 
 def report_command(config: StepConfig, candidate: Candidate, out: str, mapping: str | None) -> list[str]:
-    """`monet report` arguments that schedule exactly this candidate."""
+    """`monet report` arguments that schedule exactly this candidate (under its own precision
+    policy when the precision gene chose one)."""
+    if candidate.precision is not None:
+        import dataclasses
+
+        config = dataclasses.replace(config, precision=candidate.precision)
     args = ["monet", "report", *config.report_args(), "--out", out, "--checkpoint", checkpoint_policy(candidate.recompute)]
     if candidate.allocation:
         assert mapping is not None
@@ -90,7 +95,7 @@ def write_search(result: SearchResult, config: StepConfig, out: Path, budget: in
     chosen["search"] = {"evaluations": result.evaluations, "seconds": result.seconds,
                         "ms_per_evaluation": result.eval_seconds / max(1, result.evaluations) * 1e3,
                         "genes": {"checkpoint": len(result.spec.checkpoint), "allocation": len(result.spec.allocation),
-                                  "fusion": len(result.spec.fusion)},
+                                  "fusion": len(result.spec.fusion), "precision": list(result.spec.precisions)},
                         "seeds": {name: result.point(g) for name, g in result.seeds.items()}}
     (out / "chosen.json").write_text(json.dumps(chosen, indent=1) + "\n")
     if plots:
@@ -150,11 +155,12 @@ def front_table(result: SearchResult, limit: int = 20) -> str:
     lines = []
     if result.objective == "schedule":
         lines.append(f"{'latency (cycles)':>18}{'energy (mJ)':>13}{'peak (MiB)':>12}  {'recompute':>9}{'pinned':>8}"
-                     f"{'fused':>7}  seed")
+                     f"{'fused':>7}  {'precision  ' if result.spec.precisions else ''}seed")
         for g in rows:
             p = result.point(g)
             lines.append(f"{p['latency_cycles']:>18,}{p['energy_pj'] / 1e9:>13.4f}{p['peak_memory_bytes'] / 2**20:>12.2f}"
-                         f"  {len(p['recompute']):>9}{len(p['allocation']):>8}{len(p.get('fusion', [])):>7}  {p['seed']}")
+                         f"  {len(p['recompute']):>9}{len(p['allocation']):>8}{len(p.get('fusion', [])):>7}  "
+                         + (f"{p['precision']}  " if result.spec.precisions else "") + p["seed"])
     else:
         lines.append(f"{'recompute (cycles)':>20}{'saved (bytes)':>16}  {'recompute':>9}  seed")
         for g in rows:

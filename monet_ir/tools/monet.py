@@ -11,7 +11,7 @@
     monet explore MODEL.onnx --target NAME|file.yaml --out DIR [--objective schedule|checkpoint|energy]
                  [--memory-budget BYTES] [--time-budget CYCLES]
                  [--population 64] [--generations 50] [--seed 0] [--jobs N] [--budget BYTES] [--exact]
-                 [--search checkpoint|fusion|allocation|all[,...]] [step options of report]
+                 [--search checkpoint|fusion|allocation|precision|all[,...]] [--precisions ...] [step options of report]
                  [--backend local|ray] [--ray-address auto|ray://HOST:PORT] [--resume DIR]
     monet sweep MODEL.onnx --target-template file.yaml [--set PATH=v1,v2,...]... --out DIR
                  [--jobs N] [--backend local|ray] [--ray-address ADDR] [--resume DIR]
@@ -178,9 +178,16 @@ def add_explore_parsers(sub: Any) -> None:
                          help="--objective energy: latency of the step in cycles (default: none)")
     explore.add_argument("--exact", action="store_true",
                          help="also solve the checkpoint choice exactly (MILP; implies --objective checkpoint)")
-    explore.add_argument("--search", default="all", metavar="checkpoint|paging|fusion|allocation|all[,...]",
+    explore.add_argument("--search", default="all", metavar="checkpoint|paging|fusion|allocation|precision|all[,...]",
                          help="the decisions searched (default all; several separated by commas, e.g. "
-                              "checkpoint,allocation for a layer-by-layer search)")
+                              "checkpoint,allocation for a layer-by-layer search; all does not include "
+                              "precision)")
+    explore.add_argument("--precisions", action="append", metavar="NAME,NAME,...|CLASS=NAME,...",
+                         help="--search precision: the policies the gene picks from (format names, each for "
+                              "every tensor class as --precision NAME; repeat the option for a per-class policy)")
+    explore.add_argument("--mx-groups", metavar="vector|square:RxC[,...]",
+                         help="--search precision: the MX group shapes each MX format is tried with "
+                              "(default: --mx-group)")
     _dispatch_options(explore, "search")
     _step_options(explore)
     sweep = sub.add_parser("sweep", help="the training step on a grid of hardware parameters")
