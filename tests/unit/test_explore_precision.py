@@ -94,3 +94,17 @@ def test_unrunnable_precision_is_one_line_before_the_search(tmp_path, capsys):
     assert _monet("explore", LENET, "--target", TARGET, "--out", str(out), "--search", "checkpoint",
                   "--precisions", "mxfp8_e4m3", "--no-plots") == 1
     assert "--search ...,precision" in capsys.readouterr().err
+
+
+def test_resume_with_the_precision_gene(tmp_path, capsys):
+    common = ("explore", LENET, "--target", TARGET, "--search", "checkpoint,precision", "--precisions",
+              "mxfp8_e4m3,mxfp4_e2m1", "--population", "4", "--seed", "4", "--jobs", "1", "--no-plots")
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert _monet(*common, "--generations", "2", "--out", str(whole)) == 0
+    assert _monet(*common, "--generations", "1", "--out", str(part)) == 0
+    assert _monet(*common, "--generations", "2", "--resume", str(part)) == 0
+    for name in ("front.json", "evaluated.csv"):
+        assert (whole / name).read_text() == (part / name).read_text()
+    # another list of policies is another genome: refused
+    assert _monet(*common[:7], "mxint8", *common[8:], "--generations", "3", "--resume", str(part)) == 1
+    assert "genome differs" in capsys.readouterr().err
