@@ -1,115 +1,314 @@
-"""The report's plots, drawn from plain data in a process of their own.
+"""The report's plots as SVG, written directly from plain data (no plotting library).
 
-    python -m monet_ir.emit.plots OUT_DIR < pickled plot data
+    write_plots(step_report.plot_data(schedule, report), OUT_DIR)
 
-`monet report` starts this process first thing (`PlotWorker`), so that loading matplotlib overlaps
-its own work on the other core, and sends it `step_report.plot_data(...)` (tuples and dicts, no
-schedule objects) once the schedule is done. The module imports nothing of MONET and nothing
-matplotlib does not need to draw: no pyplot (a `Figure` on the Agg canvas directly) and fixed
-margins instead of `tight_layout` (which draws every figure twice).
-
-Files: `gantt.png` (ops per core and transfers per resource, coloured by phase), `memory.png`
+Files: `gantt.svg` (ops per core and transfers per resource, coloured by phase), `memory.svg`
 (occupancy of every memory over time with the phases shaded and the capacity dashed),
-`energy.png` (the energy breakdown).
+`energy.svg` (the energy breakdown). Same series, axes, labels and colours as the matplotlib
+PNGs of `monet report --plot-format png` (`monet_ir.emit.plots_png`), at a fraction of the cost:
+this module imports only the standard library, so `monet report` draws in its own process after
+the summary is out (ResNet-18 b1: a few ms against ≈ 1 s of CPU for matplotlib's import and
+drawing in a second process).
+
+Geometry is in pixels of the PNGs' size (80 px per inch). Drawing merges the bars of one row and
+colour that touch within half a pixel and gives every bar at least one pixel, as the rasterized
+PNG shows them; a memory trace with more points than half-pixel columns keeps, per column, its
+first, lowest, highest and last level (the step curve looks the same at that resolution; the
+exact values are in `trace.json`).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-PHASE_COLORS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green", "recompute": "tab:purple"}
+# matplotlib's tab10 colours, as the PNG plots use them
+TAB = {"tab:blue": "#1f77b4", "tab:orange": "#ff7f0e", "tab:green": "#2ca02c", "tab:red": "#d62728",
+       "tab:purple": "#9467bd", "grey": "#808080"}
+PHASE_COLORS = {"forward": TAB["tab:blue"], "backward": TAB["tab:orange"], "optimizer": TAB["tab:green"],
+                "recompute": TAB["tab:purple"]}
+TRANSFER_COLOR = TAB["tab:red"]
+ENERGY_COLORS = (TAB["tab:blue"], TAB["tab:orange"], TAB["tab:red"], TAB["tab:green"])
 DPI = 80
+FONT = 11  # px, tick labels; titles and axis labels 12 px
+CHAR_PX = 6.8  # average width of a FONT-px sans-serif character, for margins
 
 
-def _figure(width: float, height: float) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=DPI)
-    FigureCanvasAgg(fig)
-    return fig
+def _esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
-def _margins(fig: Any, left_chars: int = 6, top_lines: int = 1, hspace_in: float = 0.0) -> None:
-    """Margins in inches from what sits beside the axes (tick labels, titles, axis labels)."""
-    width, height = fig.get_size_inches()
-    char_in, line_in = 0.085, 0.22
-    left = (left_chars * char_in + 0.45) / width
-    fig.subplots_adjust(left=left, right=1 - 0.2 / width, bottom=0.5 / height, top=1 - (0.15 + top_lines * line_in) / height,
-                        hspace=hspace_in)
+def _num(value: float) -> str:
+    """A coordinate with one decimal, without a trailing `.0`."""
+    text = f"{value:.1f}"
+    return text[:-2] if text.endswith(".0") else text
 
 
-def write_plots(data: dict[str, Any], out: Path) -> list[Path]:
-    """gantt.png, memory.png, energy.png from `step_report.plot_data`; returns the files written."""
-    from matplotlib.patches import Rectangle
+class Svg:
+    """An SVG document built as a list of elements."""
 
-    colors = PHASE_COLORS
+    def __init__(self, width: float, height: float):
+        self.width, self.height = width, height
+        self.parts: list[str] = []
+
+    def rect(self, x: float, y: float, w: float, h: float, fill: str, extra: str = "") -> None:
+        self.parts.append(f'<rect x="{_num(x)}" y="{_num(y)}" width="{_num(w)}" height="{_num(h)}" '
+                          f'fill="{fill}"{extra}/>')
+
+    def line(self, x1: float, y1: float, x2: float, y2: float, stroke: str = "#000", width: float = 1,
+             extra: str = "") -> None:
+        self.parts.append(f'<line x1="{_num(x1)}" y1="{_num(y1)}" x2="{_num(x2)}" y2="{_num(y2)}" '
+                          f'stroke="{stroke}" stroke-width="{width}"{extra}/>')
+
+    def path(self, d: str, extra: str) -> None:
+        self.parts.append(f'<path d="{d}" {extra}/>')
+
+    def text(self, x: float, y: float, text: str, size: int = FONT, anchor: str = "middle",
+             baseline: str = "auto", extra: str = "") -> None:
+        self.parts.append(f'<text x="{_num(x)}" y="{_num(y)}" font-size="{size}" text-anchor="{anchor}" '
+                          f'dominant-baseline="{baseline}"{extra}>{_esc(text)}</text>')
+
+    def write(self, path: Path) -> Path:
+        head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_num(self.width)}" height="{_num(self.height)}" '
+                f'viewBox="0 0 {_num(self.width)} {_num(self.height)}" font-family="DejaVu Sans, Helvetica, '
+                f'Arial, sans-serif">\n<rect width="100%" height="100%" fill="#fff"/>\n')
+        path.write_text(head + "\n".join(self.parts) + "\n</svg>\n")
+        return path
+
+
+def nice_ticks(lo: float, hi: float, most: int = 8) -> list[float]:
+    """At most `most` round tick values (steps 1, 2, 2.5, 5 x 10^k) within [lo, hi]."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return [lo] if math.isfinite(lo) else []
+    raw = (hi - lo) / most
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw * (1 - 1e-9))
+    first = math.ceil(lo / step - 1e-9)
+    ticks = []
+    k = first
+    while k * step <= hi * (1 + 1e-12) + 1e-12 * step:
+        ticks.append(k * step)
+        k += 1
+    return ticks
+
+
+def tick_labels(ticks: Sequence[float]) -> tuple[list[str], str]:
+    """Labels of `ticks` and a common multiplier (`1e7`) when the values are large or small,
+    as matplotlib writes them."""
+    biggest = max((abs(t) for t in ticks), default=0.0)
+    exponent = 0
+    if biggest and (biggest >= 1e5 or biggest < 1e-3):
+        exponent = math.floor(math.log10(biggest))
+    scale = 10.0 ** exponent
+    labels = []
+    for t in ticks:
+        v = round(t / scale, 6)
+        labels.append(f"{v:g}" if v else "0")
+    return labels, (f"1e{exponent}" if exponent else "")
+
+
+def _padded(lo: float, hi: float, margin: float = 0.05) -> tuple[float, float]:
+    if hi <= lo:
+        return (lo - 1, hi + 1) if lo == hi else (0.0, 1.0)
+    pad = (hi - lo) * margin
+    return lo - pad, hi + pad
+
+
+class Axes:
+    """A plot area in pixels with data limits, drawn with its frame, ticks and labels."""
+
+    def __init__(self, svg: Svg, left: float, top: float, width: float, height: float,
+                 xlim: tuple[float, float], ylim: tuple[float, float]):
+        self.svg, self.left, self.top, self.width, self.height = svg, left, top, width, height
+        self.xlim, self.ylim = xlim, ylim
+        self.sx = width / (xlim[1] - xlim[0])
+        self.sy = height / (ylim[1] - ylim[0])
+
+    def x(self, value: float) -> float:
+        return self.left + (value - self.xlim[0]) * self.sx
+
+    def y(self, value: float) -> float:
+        """Pixel row of a data value (the y axis grows upwards unless ylim is given high-to-low)."""
+        return self.top + self.height - (value - self.ylim[0]) * self.sy
+
+    def clip_id(self, name: str) -> str:
+        self.svg.parts.append(f'<clipPath id="{name}"><rect x="{_num(self.left)}" y="{_num(self.top)}" '
+                              f'width="{_num(self.width)}" height="{_num(self.height)}"/></clipPath>')
+        return name
+
+    def frame(self, title: str = "", xlabel: str = "", ylabel: str = "", title_size: int = 12,
+              xticks: bool = True, yticks: bool = True) -> None:
+        svg, bottom, right = self.svg, self.top + self.height, self.left + self.width
+        svg.parts.append(f'<rect x="{_num(self.left)}" y="{_num(self.top)}" width="{_num(self.width)}" '
+                         f'height="{_num(self.height)}" fill="none" stroke="#000" stroke-width="0.8"/>')
+        if xticks:
+            ticks = [t for t in nice_ticks(*self.xlim, most=max(2, int(self.width // 110)))]
+            labels, multiplier = tick_labels(ticks)
+            for t, label in zip(ticks, labels, strict=True):
+                px = self.x(t)
+                svg.line(px, bottom, px, bottom + 4, width=0.8)
+                svg.text(px, bottom + 16, label)
+            if multiplier:
+                svg.text(right, bottom + 30, multiplier, anchor="end")
+        if yticks:
+            lo, hi = sorted(self.ylim)
+            ticks = nice_ticks(lo, hi, most=max(2, min(8, int(self.height // 18))))
+            labels, multiplier = tick_labels(ticks)
+            for t, label in zip(ticks, labels, strict=True):
+                py = self.y(t)
+                svg.line(self.left - 4, py, self.left, py, width=0.8)
+                svg.text(self.left - 6, py, label, anchor="end", baseline="central")
+            if multiplier:
+                svg.text(self.left, self.top - 4, multiplier, anchor="start")
+        if title:
+            svg.text(self.left + self.width / 2, self.top - 7, title, size=title_size)
+        if xlabel:
+            svg.text(self.left + self.width / 2, bottom + 32, xlabel, size=12)
+        if ylabel:
+            cx, cy = self.left - 46, self.top + self.height / 2
+            svg.text(cx, cy, ylabel, size=12, extra=f' transform="rotate(-90 {_num(cx)} {_num(cy)})"')
+
+    def legend(self, entries: Iterable[tuple[str, str, str]]) -> None:
+        """Entries (label, colour, kind: `patch`, `shade` or `dashed`) in a box at the upper right."""
+        entries = list(entries)
+        width = 36 + CHAR_PX * 0.9 * max((len(label) for label, _, _ in entries), default=0)
+        x0, y0 = self.left + self.width - width - 6, self.top + 6
+        svg = self.svg
+        svg.rect(x0, y0, width, 8 + 16 * len(entries), "#fff",
+                 ' fill-opacity="0.85" stroke="#ccc" stroke-width="0.8"')
+        for i, (label, color, kind) in enumerate(entries):
+            cy = y0 + 12 + 16 * i
+            if kind == "dashed":
+                svg.line(x0 + 6, cy, x0 + 26, cy, stroke=color, width=1, extra=' stroke-dasharray="4 2"')
+            else:
+                svg.rect(x0 + 6, cy - 5, 20, 10, color, ' fill-opacity="0.15"' if kind == "shade" else "")
+            svg.text(x0 + 32, cy, label, size=10, anchor="start", baseline="central")
+
+
+def _bar_path(spans: Iterable[tuple[float, float]], ax: Axes, y: float, height: float) -> str:
+    """One path for the bars (start, duration) of a row: bars closer than half a pixel merge and
+    every bar is at least a pixel wide."""
+    pieces: list[tuple[float, float]] = []
+    for start, length in sorted(spans):
+        x0, x1 = ax.x(start), ax.x(start + length)
+        if x1 - x0 < 1:
+            mid = (x0 + x1) / 2
+            x0, x1 = mid - 0.5, mid + 0.5
+        if pieces and x0 <= pieces[-1][1] + 0.5:
+            if x1 > pieces[-1][1]:
+                pieces[-1] = (pieces[-1][0], x1)
+        else:
+            pieces.append((x0, x1))
+    h = _num(height)
+    return "".join(f"M{_num(a)} {_num(y)}h{_num(b - a)}v{h}h{_num(a - b)}z" for a, b in pieces)
+
+
+def gantt(data: dict[str, Any], path: Path) -> Path:
     resources = sorted({r for r, _, _ in data["transfers"]})
     rows = list(data["rows"]) + resources
-    fig = _figure(14, 0.45 * len(rows) + 1.5)
-    ax = fig.add_subplot()
+    width, height = 14 * DPI, (0.45 * len(rows) + 1.5) * DPI
+    left = max((len(r) for r in rows), default=4) * CHAR_PX + 24
+    svg = Svg(width, height)
+    ends = [end for _, _, end, _ in data["ops"]] + [end for _, _, end in data["transfers"]]
+    starts = [start for _, start, _, _ in data["ops"]] + [start for _, start, _ in data["transfers"]]
+    xlim = _padded(min(starts, default=0.0), max(ends, default=1.0))
+    top = 30
+    ax = Axes(svg, left, top, width - left - 20, height - top - 50, xlim, (len(rows) - 0.5, -0.5))
     bars: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
     for core, start, end, phase in data["ops"]:
-        bars[(core, colors.get(phase, "grey"))].append((start, end - start))
+        bars[(core, PHASE_COLORS.get(phase, TAB["grey"]))].append((start, end - start))
     offset = len(data["rows"])
     row_of = {resource: offset + i for i, resource in enumerate(resources)}
     for resource, start, end in data["transfers"]:
-        bars[(row_of[resource], "tab:red")].append((start, end - start))
-    # one broken_barh per row and colour: thousands of separate bars would take seconds
-    for (row, color), spans in bars.items():
-        ax.broken_barh(spans, (row - 0.4, 0.8), color=color)
-    ax.set_yticks(range(len(rows)), rows)
-    ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_xlabel("cycles")
-    ax.set_title(f"{data['title']}: ops per core and transfers")
-    handles = [Rectangle((0, 0), 1, 1, color=c) for c in (*colors.values(), "tab:red")]
-    ax.legend(handles, [*colors, "transfer"], loc="upper right", fontsize=8)
-    _margins(fig, max((len(r) for r in rows), default=4))
-    written = [_save(fig, out / "gantt.png")]
+        bars[(row_of[resource], TRANSFER_COLOR)].append((start, end - start))
+    clip = ax.clip_id("plot")
+    band = 0.8 * ax.height / len(rows) if rows else 0
+    for (row, color), spans in sorted(bars.items()):
+        svg.path(_bar_path(spans, ax, ax.y(row - 0.4), band), f'fill="{color}" clip-path="url(#{clip})"')
+    for i, row in enumerate(rows):
+        py = ax.y(i)
+        svg.line(left - 4, py, left, py, width=0.8)
+        svg.text(left - 6, py, row, anchor="end", baseline="central")
+    ax.frame(title=f"{data['title']}: ops per core and transfers", xlabel="cycles", yticks=False)
+    ax.legend([(phase, color, "patch") for phase, color in PHASE_COLORS.items()]
+              + [("transfer", TRANSFER_COLOR, "patch")])
+    return svg.write(path)
 
+
+def _step_path(points: Sequence[tuple[float, float]], ax: Axes) -> str:
+    """A post-step curve through (time, level) points, thinned to four points per half-pixel
+    column (first, lowest, highest, last level) when it has more."""
+    xs = [ax.x(t) for t, _ in points]
+    ys = [ax.y(level) for _, level in points]
+    if len(points) > 2 * ax.width:
+        keep: list[int] = []
+        column_start = 0
+        for i in range(1, len(xs) + 1):
+            if i == len(xs) or int(xs[i] * 2) != int(xs[column_start] * 2):
+                column = range(column_start, i)
+                chosen = {column_start, i - 1, min(column, key=ys.__getitem__), max(column, key=ys.__getitem__)}
+                keep.extend(sorted(chosen))
+                column_start = i
+        xs, ys = [xs[i] for i in keep], [ys[i] for i in keep]
+    parts = [f"M{_num(xs[0])} {_num(ys[0])}"]
+    for i in range(1, len(xs)):
+        parts.append(f"H{_num(xs[i])}V{_num(ys[i])}")
+    return "".join(parts)
+
+
+def memory(data: dict[str, Any], path: Path) -> Path:
     memories = data["memories"]
-    fig = _figure(14, 2.2 * len(memories) + 1)
-    axes = fig.subplots(len(memories), 1, squeeze=False)
-    for ax, (name, capacity, points) in zip(axes[:, 0], memories, strict=True):
-        xs = [0.0] + [p[0] for p in points]
-        ys = [0] + [p[1] for p in points]
-        ax.step(xs, [y / 2**20 for y in ys], where="post", color="black", linewidth=1)
-        for phase, (first, last) in data["phase_spans"].items():
-            ax.axvspan(first, last, color=colors.get(phase, "grey"), alpha=0.15, label=phase)
-        if capacity != float("inf"):
-            ax.axhline(capacity / 2**20, color="tab:red", linestyle="--", linewidth=0.8, label="capacity")
-        ax.set_ylabel("MiB")
-        ax.set_title(name, fontsize=9)
-    if memories:
-        axes[0, 0].legend(fontsize=8, loc="upper right")
-        axes[-1, 0].set_xlabel("cycles")
-    _margins(fig, 6, hspace_in=0.9 / 2.2)
-    written.append(_save(fig, out / "memory.png"))
+    panel = 2.2 * DPI
+    width, height = 14 * DPI, panel * len(memories) + 1 * DPI
+    svg = Svg(width, height)
+    left, top = 6 * CHAR_PX + 50, 28
+    spans = data["phase_spans"]
+    t_end = max([p[0] for _, _, points in memories for p in points] + [last for _, last in spans.values()], default=1.0)
+    xlim = _padded(0.0, t_end)
+    for i, (name, capacity, points) in enumerate(memories):
+        curve = [(0.0, 0)] + [(p[0], p[1]) for p in points]
+        levels = [level / 2**20 for _, level in curve]
+        finite = capacity != float("inf")
+        ylim = _padded(min(levels), max(levels + ([capacity / 2**20] if finite else [])))
+        ax = Axes(svg, left, top + i * panel, width - left - 20, panel - 70, xlim, ylim)
+        clip = ax.clip_id(f"m{i}")
+        for phase, (first, last) in spans.items():
+            x0, x1 = ax.x(first), ax.x(last)
+            svg.rect(x0, ax.top, max(x1 - x0, 0.5), ax.height, PHASE_COLORS.get(phase, TAB["grey"]),
+                     f' fill-opacity="0.15" clip-path="url(#{clip})"')
+        svg.path(_step_path([(t, level / 2**20) for t, level in curve], ax),
+                 f'fill="none" stroke="#000" stroke-width="1" clip-path="url(#{clip})"')
+        if finite:
+            y = ax.y(capacity / 2**20)
+            svg.line(ax.left, y, ax.left + ax.width, y, stroke=TRANSFER_COLOR, width=0.8,
+                     extra=' stroke-dasharray="4 2"')
+        ax.frame(title=name, ylabel="MiB", title_size=11, xlabel="cycles" if i == len(memories) - 1 else "")
+        if i == 0:
+            ax.legend([(phase, PHASE_COLORS.get(phase, TAB["grey"]), "shade") for phase in spans]
+                      + ([("capacity", TRANSFER_COLOR, "dashed")] if finite else []))
+    return svg.write(path)
 
-    fig = _figure(7, 4)
-    ax = fig.add_subplot()
+
+def energy(data: dict[str, Any], path: Path) -> Path:
     parts = data["energy"]
-    ax.bar(list(parts), [v / 1e9 for v in parts.values()], color=["tab:blue", "tab:orange", "tab:red", "tab:green"])
-    ax.set_ylabel("mJ")
-    ax.set_title(f"energy per training step: {data['energy_pj'] / 1e9:.4g} mJ")
-    _margins(fig, 5)
-    written.append(_save(fig, out / "energy.png"))
-    return written
+    width, height = 7 * DPI, 4 * DPI
+    svg = Svg(width, height)
+    values = [v / 1e9 for v in parts.values()]
+    ylim = (0.0, max(values, default=1.0) * 1.05 or 1.0)
+    n = max(len(values), 1)
+    ax = Axes(svg, 5 * CHAR_PX + 45, 30, width - 5 * CHAR_PX - 65, height - 70, (-0.6, n - 0.4), ylim)
+    for i, (name, value) in enumerate(zip(parts, values, strict=True)):
+        x0, x1 = ax.x(i - 0.4), ax.x(i + 0.4)
+        svg.rect(x0, ax.y(value), x1 - x0, ax.y(0) - ax.y(value), ENERGY_COLORS[i % len(ENERGY_COLORS)])
+        svg.line(ax.x(i), ax.top + ax.height, ax.x(i), ax.top + ax.height + 4, width=0.8)
+        svg.text(ax.x(i), ax.top + ax.height + 16, name)
+    ax.frame(title=f"energy per training step: {data['energy_pj'] / 1e9:.4g} mJ", ylabel="mJ", xticks=False)
+    return svg.write(path)
 
 
-def _save(fig: Any, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI)
-    return path
-
-
-if __name__ == "__main__":
-    import pickle
-    import sys
-
-    # loaded before the data arrives, while the parent still schedules
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
-    from matplotlib.figure import Figure  # noqa: F401
-
-    write_plots(pickle.loads(sys.stdin.buffer.read()), Path(sys.argv[1]))
+def write_plots(data: dict[str, Any], out: Path) -> list[Path]:
+    """gantt.svg, memory.svg, energy.svg from `step_report.plot_data`; returns the files written."""
+    return [gantt(data, out / "gantt.svg"), memory(data, out / "memory.svg"), energy(data, out / "energy.svg")]

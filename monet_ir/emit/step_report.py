@@ -247,14 +247,14 @@ def plot_data(s: Schedule, report: dict[str, Any]) -> dict[str, Any]:
 
 
 class PlotWorker:
-    """Draws the plots (`monet_ir.emit.plots`) in a child process started early, so that importing
+    """Draws the PNG plots (`monet_ir.emit.plots_png`) in a child process started early, so that importing
     matplotlib and drawing overlap the parent's work on a second core."""
 
     def __init__(self, out: Path):
         import subprocess
         import sys
 
-        self.process = subprocess.Popen([sys.executable, "-m", "monet_ir.emit.plots", str(out)],
+        self.process = subprocess.Popen([sys.executable, "-m", "monet_ir.emit.plots_png", str(out)],
                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def draw(self, data: dict[str, Any]) -> None:

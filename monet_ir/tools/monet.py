@@ -6,7 +6,7 @@
                  [--mx-group vector|square:RxC] [--inference]
                  [--fusion none|auto|FIRST:LAST,...] [--tiles N]
                  [--checkpoint store-all|recompute-all|sqrt|memory-budget=BYTES|list=NODE,...|plan=FILE.json]
-                 [--dim NAME=N] [--no-plots]
+                 [--dim NAME=N] [--no-plots] [--plot-format svg|png]
     monet report MODEL.onnx --system NAME|system.yaml --parallel dp=N,tp=N,pp=N[,zero=S][,microbatches=M] --out DIR
     monet explore MODEL.onnx --target NAME|file.yaml --out DIR [--objective schedule|checkpoint|energy]
                  [--memory-budget BYTES] [--time-budget CYCLES]
@@ -20,8 +20,8 @@
 
 `report` imports the model, differentiates it and inserts the optimizer (unless `--inference`),
 prices every op on every core of the target, schedules the step and writes `report.json`,
-`report.txt`, `trace.json` (Perfetto / chrome://tracing), `gantt.png`, `memory.png` and
-`energy.png` to DIR, printing the summary. Nothing goes through text IR.
+`report.txt`, `trace.json` (Perfetto / chrome://tracing), `gantt.svg`, `memory.svg` and
+`energy.svg` (`.png` with `--plot-format png`) to DIR, printing the summary. Nothing goes through text IR.
 
 `explore` searches checkpointing, core allocation and layer fusion with NSGA-II (and, with
 `--exact`, solves the checkpoint choice as a MILP); `sweep` runs the step on a grid of hardware
@@ -123,7 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "memory-budget=BYTES, list=NODE,NODE,... or plan=FILE.json (keep/recompute/page "
                              "per saved activation) (the activation-checkpoint pass)")
     report.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
-    report.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    report.add_argument("--no-plots", action="store_true", help="skip the plots")
+    report.add_argument("--plot-format", choices=["svg", "png"], default="svg",
+                        help="plots as SVG written directly (default, milliseconds) or as PNG drawn by matplotlib "
+                             "in a second process (about a second of CPU)")
     report.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
     sub.add_parser("targets", help="list the built-in targets")
     plan = sub.add_parser("plan", help="the fastest parallel plan (dp x pp x ZeRO x micro-batches) that fits a system")
@@ -346,7 +349,8 @@ def run_report(args: argparse.Namespace) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
-    plots = None if args.no_plots else PlotWorker(out)
+    png = not args.no_plots and getattr(args, "plot_format", "svg") == "png"
+    plots = PlotWorker(out) if png else None
     try:
         report, sched = make_report(args, progress)
         if plots is not None:
@@ -363,6 +367,11 @@ def run_report(args: argparse.Namespace) -> None:
         if plots is not None:
             plots.wait()
             progress.step(f"wrote {out}/gantt.png, memory.png, energy.png")
+        elif not args.no_plots:
+            from monet_ir.emit.plots import write_plots
+
+            write_plots(plot_data(sched, report), out)
+            progress.step(f"wrote {out}/gantt.svg, memory.svg, energy.svg")
     finally:
         if plots is not None:
             plots.cancel()

@@ -1,34 +1,102 @@
-"""The plot process: draws the three PNGs from plain data and loads nothing of MONET's pipeline."""
+"""The report's plots: SVG written directly (default) and the matplotlib PNGs of --plot-format png,
+drawn from plain data by modules that load nothing of MONET's pipeline."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
+
+import pytest
+
+from monet_ir.emit import plots
 
 REPO = Path(__file__).resolve().parents[2]
 MLP = REPO / "tests" / "data" / "models" / "mlp_b4.onnx"
 PNG = b"\x89PNG\r\n\x1a\n"
+SVG_NS = "{http://www.w3.org/2000/svg}"
 
 
-def test_plot_process_imports_nothing_it_does_not_draw():
-    code = ("import sys, monet_ir.emit.plots; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'xdsl', 'onnx', 'dialects', 'passes', 'targets', "
-            "'yaml', 'scipy', 'networkx', 'deap'}), "
-            "sorted(m for m in sys.modules if m.startswith('monet_ir.') and m not in ('monet_ir.emit', 'monet_ir.emit.plots')))")
+@pytest.mark.parametrize("module, also_absent", [("plots", ("matplotlib", "numpy")), ("plots_png", ())])
+def test_plot_modules_import_nothing_they_do_not_draw(module, also_absent):
+    absent = {"xdsl", "onnx", "dialects", "passes", "targets", "yaml", "scipy", "networkx", "deap", *also_absent}
+    code = (f"import sys, monet_ir.emit.{module}; "
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(absent)!r})), "
+            f"sorted(m for m in sys.modules if m.startswith('monet_ir.') and m not in ('monet_ir.emit', "
+            f"'monet_ir.emit.{module}')))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert run.stdout.strip() == "[] []"
 
 
-def test_report_writes_the_plots_after_the_summary(tmp_path):
+def _texts(path: Path) -> list[str]:
+    return [t.text or "" for t in ET.parse(path).getroot().iter(f"{SVG_NS}text")]
+
+
+def test_report_writes_svg_plots_after_the_summary(tmp_path):
     run = subprocess.run([sys.executable, "-m", "monet_ir.tools.monet", "report", str(MLP), "--target", "edge_npu",
                           "--out", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("MONET training-step report: mlp_b4.onnx on edge_npu")
     assert run.stdout == (tmp_path / "report.txt").read_text()
+    gantt = _texts(tmp_path / "gantt.svg")
+    assert "mlp_b4.onnx on edge_npu: ops per core and transfers" in gantt and "cycles" in gantt
+    assert {"forward", "backward", "optimizer", "recompute", "transfer"} <= set(gantt)
+    assert any(t.startswith("core0 ") for t in gantt)
+    memory = _texts(tmp_path / "memory.svg")
+    assert "MiB" in memory and "capacity" in memory and "cycles" in memory
+    energy = _texts(tmp_path / "energy.svg")
+    assert any(t.startswith("energy per training step: ") and t.endswith(" mJ") for t in energy)
+    assert {"compute", "onchip_memory", "offchip_memory", "interconnect", "mJ"} <= set(energy)
+    assert not list(tmp_path.glob("*.png"))
+    lines = run.stderr.splitlines()
+    assert "report.json, layers.csv, report.txt, trace.json" in lines[-2]
+    assert lines[-1].endswith("gantt.svg, memory.svg, energy.svg")
+
+
+def test_report_writes_png_plots_with_matplotlib_on_request(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "monet_ir.tools.monet", "report", str(MLP), "--target", "edge_npu",
+                          "--out", str(tmp_path), "--plot-format", "png"], capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 0, run.stderr
     for name in ("gantt.png", "memory.png", "energy.png"):
         data = (tmp_path / name).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, name
-    lines = run.stderr.splitlines()
-    assert "report.json, layers.csv, report.txt, trace.json" in lines[-2]
-    assert lines[-1].endswith("gantt.png, memory.png, energy.png")
+    assert run.stderr.splitlines()[-1].endswith("gantt.png, memory.png, energy.png")
+
+
+def test_nice_ticks_and_labels():
+    assert plots.nice_ticks(0, 10, most=5) == [0, 2, 4, 6, 8, 10]
+    assert plots.nice_ticks(-4.3e6, 9.03e7, most=8) == [0.0, 2e7, 4e7, 6e7, 8e7]
+    assert plots.nice_ticks(0, 2.1, most=5) == [0.0, 0.5, 1.0, 1.5, 2.0]
+    assert plots.tick_labels([0.0, 2e7, 4e7]) == (["0", "2", "4"], "1e7")
+    assert plots.tick_labels([0.0, 0.5, 1.0]) == (["0", "0.5", "1"], "")
+    assert plots.nice_ticks(3, 3) == [3]
+
+
+def _spans(d: str) -> list[tuple[float, float]]:
+    """(x, width) of every sub-path M x y h w v h h -w z."""
+    out = []
+    for piece in d.split("M")[1:]:
+        x = float(piece.split()[0])
+        w = float(piece.split("h")[1].split("v")[0])
+        out.append((x, w))
+    return out
+
+
+def test_bars_touching_within_half_a_pixel_merge_and_thin_bars_show():
+    svg = plots.Svg(100, 100)
+    ax = plots.Axes(svg, 0, 0, 100, 100, (0, 100), (0, 1))
+    # 10-20 and 20.3-30 merge (gap 0.3 px); 50-50.01 becomes one pixel around its middle
+    d = plots._bar_path([(20.3, 9.7), (10, 10), (50, 0.01)], ax, 5, 10)
+    assert _spans(d) == [(10, 20), (49.5, 1)]
+
+
+def test_a_long_memory_trace_keeps_each_columns_extremes():
+    svg = plots.Svg(20, 100)
+    ax = plots.Axes(svg, 0, 0, 10, 100, (0, 1000), (0, 100))
+    points = [(float(t), float((t * 37) % 101)) for t in range(1000)]
+    d = plots._step_path(points, ax)
+    levels = [float(p.split("V")[1]) for p in d.split("H")[1:]]
+    assert len(levels) < len(points) // 10
+    # the lowest and highest level of the whole trace are still drawn
+    assert min(levels) == pytest.approx(ax.y(100), abs=0.05) and max(levels) == pytest.approx(ax.y(0), abs=0.05)

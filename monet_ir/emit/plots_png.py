@@ -1,0 +1,117 @@
+"""The report's plots as PNG (`monet report --plot-format png`), drawn with matplotlib from plain
+data in a process of their own (the default SVG plots are `monet_ir.emit.plots`, drawn without
+a plotting library).
+
+    python -m monet_ir.emit.plots_png OUT_DIR < pickled plot data
+
+`monet report --plot-format png` starts this process first thing (`PlotWorker`), so that loading matplotlib overlaps
+its own work on the other core, and sends it `step_report.plot_data(...)` (tuples and dicts, no
+schedule objects) once the schedule is done. The module imports nothing of MONET and nothing
+matplotlib does not need to draw: no pyplot (a `Figure` on the Agg canvas directly) and fixed
+margins instead of `tight_layout` (which draws every figure twice).
+
+Files: `gantt.png` (ops per core and transfers per resource, coloured by phase), `memory.png`
+(occupancy of every memory over time with the phases shaded and the capacity dashed),
+`energy.png` (the energy breakdown).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+PHASE_COLORS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green", "recompute": "tab:purple"}
+DPI = 80
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _margins(fig: Any, left_chars: int = 6, top_lines: int = 1, hspace_in: float = 0.0) -> None:
+    """Margins in inches from what sits beside the axes (tick labels, titles, axis labels)."""
+    width, height = fig.get_size_inches()
+    char_in, line_in = 0.085, 0.22
+    left = (left_chars * char_in + 0.45) / width
+    fig.subplots_adjust(left=left, right=1 - 0.2 / width, bottom=0.5 / height, top=1 - (0.15 + top_lines * line_in) / height,
+                        hspace=hspace_in)
+
+
+def write_plots(data: dict[str, Any], out: Path) -> list[Path]:
+    """gantt.png, memory.png, energy.png from `step_report.plot_data`; returns the files written."""
+    from matplotlib.patches import Rectangle
+
+    colors = PHASE_COLORS
+    resources = sorted({r for r, _, _ in data["transfers"]})
+    rows = list(data["rows"]) + resources
+    fig = _figure(14, 0.45 * len(rows) + 1.5)
+    ax = fig.add_subplot()
+    bars: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
+    for core, start, end, phase in data["ops"]:
+        bars[(core, colors.get(phase, "grey"))].append((start, end - start))
+    offset = len(data["rows"])
+    row_of = {resource: offset + i for i, resource in enumerate(resources)}
+    for resource, start, end in data["transfers"]:
+        bars[(row_of[resource], "tab:red")].append((start, end - start))
+    # one broken_barh per row and colour: thousands of separate bars would take seconds
+    for (row, color), spans in bars.items():
+        ax.broken_barh(spans, (row - 0.4, 0.8), color=color)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlabel("cycles")
+    ax.set_title(f"{data['title']}: ops per core and transfers")
+    handles = [Rectangle((0, 0), 1, 1, color=c) for c in (*colors.values(), "tab:red")]
+    ax.legend(handles, [*colors, "transfer"], loc="upper right", fontsize=8)
+    _margins(fig, max((len(r) for r in rows), default=4))
+    written = [_save(fig, out / "gantt.png")]
+
+    memories = data["memories"]
+    fig = _figure(14, 2.2 * len(memories) + 1)
+    axes = fig.subplots(len(memories), 1, squeeze=False)
+    for ax, (name, capacity, points) in zip(axes[:, 0], memories, strict=True):
+        xs = [0.0] + [p[0] for p in points]
+        ys = [0] + [p[1] for p in points]
+        ax.step(xs, [y / 2**20 for y in ys], where="post", color="black", linewidth=1)
+        for phase, (first, last) in data["phase_spans"].items():
+            ax.axvspan(first, last, color=colors.get(phase, "grey"), alpha=0.15, label=phase)
+        if capacity != float("inf"):
+            ax.axhline(capacity / 2**20, color="tab:red", linestyle="--", linewidth=0.8, label="capacity")
+        ax.set_ylabel("MiB")
+        ax.set_title(name, fontsize=9)
+    if memories:
+        axes[0, 0].legend(fontsize=8, loc="upper right")
+        axes[-1, 0].set_xlabel("cycles")
+    _margins(fig, 6, hspace_in=0.9 / 2.2)
+    written.append(_save(fig, out / "memory.png"))
+
+    fig = _figure(7, 4)
+    ax = fig.add_subplot()
+    parts = data["energy"]
+    ax.bar(list(parts), [v / 1e9 for v in parts.values()], color=["tab:blue", "tab:orange", "tab:red", "tab:green"])
+    ax.set_ylabel("mJ")
+    ax.set_title(f"energy per training step: {data['energy_pj'] / 1e9:.4g} mJ")
+    _margins(fig, 5)
+    written.append(_save(fig, out / "energy.png"))
+    return written
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.savefig(path, dpi=DPI)
+    return path
+
+
+if __name__ == "__main__":
+    import pickle
+    import sys
+
+    # loaded before the data arrives, while the parent still schedules
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
+    from matplotlib.figure import Figure  # noqa: F401
+
+    write_plots(pickle.loads(sys.stdin.buffer.read()), Path(sys.argv[1]))
