@@ -27,9 +27,12 @@ Options:
     Recomputed nodes are rewritten as with `list`; paged ones are marked on their producing op
     (`monet.page = array<i64: result indices>`), values unchanged: the scheduler writes each
     paged storage to the target's storage level after its last forward use and reads it back
-    before its first backward use (`monet_ir.schedule.paging`). A bad file, an unknown node, a
-    node without saved results, or recompute of a non-recomputable node is an error naming
-    the file and the node.
+    before its first backward use (`monet_ir.schedule.paging`). The plan's `storage` list
+    (tensors whose home is the storage level: parameters, optimizer state, gradients, any
+    value by name) and `tile_bytes` are recorded on the step function (`monet.storage`,
+    `monet.storage_tile`) for the scheduler, which pages them in and out around each use.
+    A bad file, an unknown node or tensor, a node without saved results, or recompute of a
+    non-recomputable node is an error naming the file and the node.
   The value can also be written into the policy, quoted, since xDSL splits option values at
   commas and does not lex `=`: `policy="memory-budget=4000000"`, `policy="list=/fc1/Gemm,/Relu"`
   (names separated by commas or spaces). `ActivationCheckpointPass(policy=TEXT)` takes the same
@@ -88,7 +91,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from monet_ir import graph
 from monet_ir.analysis import checkpoint_policies as plans
-from monet_ir.analysis.paging_plan import PAGE_ATTR, mark_paged, plan_paged, read_plan
+from monet_ir.analysis.paging_plan import PAGE_ATTR, mark_paged, mark_storage, plan_paged, read_plan_file
 from monet_ir.analysis.saved import SAVED_ATTR, mark_saved, storage_of
 
 POLICIES = ("store-all", "recompute-all", "sqrt", "memory-budget", "list", "plan")
@@ -185,6 +188,8 @@ class ActivationCheckpointPass(ModulePass):
         try:
             if policy.kind == "plan":
                 dropped, paged = choose_plan(problem, policy.path)
+                plan = read_plan_file(policy.path)
+                mark_storage(fn, plan.storage, plan.tile_bytes, where=f"{policy.path}: ")
             else:
                 dropped = choose(problem, policy)
         except plans.PlanError as e:
@@ -226,7 +231,7 @@ def choose(problem: plans.CheckpointProblem, policy: Policy) -> frozenset[SSAVal
 
 def choose_plan(problem: plans.CheckpointProblem, path: str) -> tuple[frozenset[SSAValue], frozenset[SSAValue]]:
     """The storages a plan file recomputes and those it pages."""
-    decisions = read_plan(path)
+    decisions = read_plan_file(path).activations
     for node in decisions:
         if node not in problem.forward_by_node:
             raise plans.PlanError(f"{path}: activations.{node}: no forward op has this node")

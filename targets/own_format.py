@@ -350,11 +350,16 @@ def read_own_target(data: dict, file: str, problems: Problems) -> Target:
     if isinstance(data.get("cores"), list) and not raw_cores:
         problems.add("cores", "a target needs at least one core")
     cores = []
+    # what a core's cost model sees below it: main memory, which with a storage level below it
+    # holds (streams from storage, in tiles) operands larger than itself: the storage traffic is
+    # priced by the scheduler's page tasks (monet_ir.schedule.paging)
+    seen = dram if dram is None or storage is None else \
+        replace(dram, capacity_bytes=dram.capacity_bytes + storage.capacity_bytes)
     for index, raw in enumerate(raw_cores):
         core = read_core(raw, index, frequency, fields)
         if core is not None:
             check_core(core, problems, join("cores", index))
-            cores.append(replace(core, dram=dram))
+            cores.append(replace(core, dram=seen))
     core_ids = set(range(len(raw_cores)))
     interconnect = read_interconnect(fields.mapping(data, "interconnect", "", required=False), core_ids, fields)
     sharing = []

@@ -14,9 +14,17 @@ Plan files are JSON (`activation-checkpoint{policy="plan=FILE.json"}`,
 
     {"activations": {"/conv1/Conv": "page", "/relu/Relu": "recompute", "/fc/Gemm": "keep"}}
 
+A plan may also give tensors a *home in storage* (POET keeps what does not fit in the larger,
+slower store): `"storage": [NAME, ...]` names step arguments (parameters, optimizer state, the
+batch: `fc1.weight`, `fc1.weight.exp_avg`) and values (gradients `d_fc1.weight`, activations by
+their name) that live in the storage level and are paged into main memory around each use
+(`monet_ir.schedule.paging.add_storage_tasks`); `"tile_bytes": N` bounds the main memory such a
+tensor occupies while it is used (larger ones are moved through it in tiles; default: an eighth
+of main memory, whole storage pages). Either field may stand without `activations`.
+
 Other top-level fields (what wrote the plan, its predicted figures) are informative and
-ignored. `read_plan(path)` checks the file and returns {node: decision}; a problem raises
-`PlanError` naming the file and the field.
+ignored. `read_plan(path)` checks the file and returns {node: decision}, `read_plan_file(path)`
+the whole `Plan`; a problem raises `PlanError` naming the file and the field.
 
 Page marks: the pass marks each paged storage's producing forward op with
 `monet.page = array<i64: result indices>` (`mark_paged`); the scheduler's task graph reads
@@ -28,20 +36,37 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from xdsl.dialects.builtin import DenseArrayBase, i64
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, StringAttr, i64
 from xdsl.ir import Operation, SSAValue
 
 from monet_ir.analysis.checkpoint_policies import CheckpointProblem, PlanError
 from monet_ir.analysis.saved import storage_of
 
 PAGE_ATTR = "monet.page"
+STORAGE_ATTR = "monet.storage"  # on the step function: names of the tensors whose home is storage
+TILE_ATTR = "monet.storage_tile"  # on the step function: tile_bytes of the plan (absent: default)
 DECISIONS = ("keep", "recompute", "page")
+
+
+@dataclass
+class Plan:
+    """A plan file: per forward node keep|recompute|page, the tensors kept in storage, the tile."""
+
+    activations: dict[str, str] = field(default_factory=dict)
+    storage: list[str] = field(default_factory=list)
+    tile_bytes: int | None = None
 
 
 def read_plan(path: str) -> dict[str, str]:
     """The decisions of a plan file, {forward node: keep|recompute|page}."""
+    return read_plan_file(path).activations
+
+
+def read_plan_file(path: str) -> Plan:
+    """The whole plan file (see the module docstring)."""
     try:
         with open(path, encoding="utf-8") as handle:
             data: Any = json.load(handle)
@@ -56,6 +81,14 @@ def read_plan(path: str) -> dict[str, str]:
     if not isinstance(data, dict):
         raise PlanError(f"{path}: expected a JSON object with an 'activations' object")
     activations = data.get("activations")
+    storage = data.get("storage", [])
+    if not isinstance(storage, list) or not all(isinstance(n, str) and n for n in storage):
+        raise PlanError(f"{path}: storage: expected a list of tensor names")
+    tile = data.get("tile_bytes")
+    if tile is not None and (isinstance(tile, bool) or not isinstance(tile, int) or tile <= 0):
+        raise PlanError(f"{path}: tile_bytes: expected a positive integer, got {tile!r}")
+    if activations is None and ("storage" in data or "tile_bytes" in data):
+        activations = {}
     if not isinstance(activations, dict):
         what = "missing" if activations is None else f"expected an object, got {type(activations).__name__}"
         raise PlanError(f"{path}: activations: {what} (node -> keep|recompute|page)")
@@ -64,13 +97,20 @@ def read_plan(path: str) -> dict[str, str]:
         if decision not in DECISIONS:
             raise PlanError(f"{path}: activations.{node}: unknown decision {decision!r} (use keep, recompute or page)")
         plan[node] = decision
-    return plan
+    return Plan(plan, list(dict.fromkeys(storage)), tile)
 
 
-def write_plan(path: str, plan: dict[str, str], **info: Any) -> None:
-    """Write a plan file: the decisions (only the nodes not kept) and informative fields."""
+def write_plan(path: str, plan: dict[str, str], storage: Iterable[str] = (), tile_bytes: int | None = None,
+               **info: Any) -> None:
+    """Write a plan file: the decisions (only the nodes not kept), the tensors kept in storage,
+    the tile, and informative fields."""
     data = dict(info)
     data["activations"] = {node: d for node, d in plan.items() if d != "keep"}
+    storage = list(storage)
+    if storage:
+        data["storage"] = storage
+    if tile_bytes is not None:
+        data["tile_bytes"] = int(tile_bytes)
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(data, handle, indent=1, sort_keys=False)
         handle.write("\n")
@@ -108,3 +148,39 @@ def paged_results(op: Operation) -> tuple[int, ...]:
     if not isinstance(mark, DenseArrayBase):
         return ()
     return tuple(int(v) for v in mark.get_values())
+
+
+def step_tensor_names(fn: Any) -> set[str]:
+    """Names a plan's `storage` may use: the step's arguments and the name hints of its values."""
+    from monet_ir import graph as ir_graph
+
+    names = {info.name for info in ir_graph.arg_infos(fn) if info.name}
+    for op in fn.body.block.ops:
+        names.update(r.name_hint for r in op.results if r.name_hint)
+    return names
+
+
+def mark_storage(fn: Any, names: Iterable[str], tile_bytes: int | None, where: str = "") -> None:
+    """Record the tensors kept in storage (and the tile) on the step function; a name that is
+    neither an argument nor a value of the step is a `PlanError`."""
+    names = list(dict.fromkeys(names))
+    known = step_tensor_names(fn) if names else set()
+    for i, name in enumerate(names):
+        if name not in known:
+            raise PlanError(f"{where}storage[{i}]: no argument or value of the step is named '{name}'")
+    if names:
+        fn.attributes[STORAGE_ATTR] = ArrayAttr([StringAttr(n) for n in names])
+    else:
+        fn.attributes.pop(STORAGE_ATTR, None)
+    if tile_bytes is not None:
+        fn.attributes[TILE_ATTR] = IntegerAttr(tile_bytes, i64)
+    else:
+        fn.attributes.pop(TILE_ATTR, None)
+
+
+def stored_names(fn: Any) -> tuple[list[str], int | None]:
+    """The names `mark_storage` recorded and the tile (None: the default)."""
+    names = fn.attributes.get(STORAGE_ATTR)
+    tile = fn.attributes.get(TILE_ATTR)
+    listed = [a.data for a in names.data] if isinstance(names, ArrayAttr) else []
+    return listed, (tile.value.data if isinstance(tile, IntegerAttr) else None)

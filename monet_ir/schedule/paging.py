@@ -27,10 +27,13 @@ Paging never changes what is computed: the page tasks move bytes only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-STORAGE = -2  # location id of the storage level (DRAM is -1)
+STORAGE = -2  # location id of the storage level
+DRAM = -1  # as the scheduler's
 LATE_PHASES = ("backward", "recompute", "optimizer")
 PAGE_PHASE = "paging"
 
@@ -111,7 +114,47 @@ class Paging:
         self.resource = f"storage {storage.name}"
         self.used = 0
         self.written: dict[int, tuple[float, float, int]] = {}  # stored tensor -> (start, end, bytes held)
+        self.held: dict[int, tuple[float, int]] = {}  # tensor kept in storage -> (since, bytes held)
         self.problem = ""
+
+    def hold(self, home: int, nbytes: int, at: float = 0.0) -> int:
+        """Room in storage for a tensor kept there (from `at`); returns the bytes it takes."""
+        held = self.storage.rounded(nbytes)
+        self.held[home] = (at, held)
+        self.used += held
+        if self.used > self.storage.capacity_bytes and not self.problem:
+            self.problem = (f"storage '{self.storage.name}' holds {self.storage.capacity_bytes} bytes, "
+                            f"the tensors kept and paged there need {self.used} bytes")
+        return held
+
+    def _move(self, ready: float, nbytes: int, buffer: int, write: bool) -> tuple[float, float, float, int]:
+        """A transfer of `nbytes` through a buffer of `buffer` bytes: one piece per buffer-full,
+        each a latency plus its whole pages at the direction's bandwidth."""
+        s = self.storage
+        pieces = max(1, -(-nbytes // max(1, buffer)))
+        whole, last = divmod(nbytes, max(1, buffer))
+        moved = s.rounded(buffer) * whole + (s.rounded(last) if last else 0) if nbytes > buffer else s.rounded(nbytes)
+        bandwidth = s.write_bandwidth_bytes_per_s if write else s.read_bandwidth_bytes_per_s
+        start = max(ready, self.free_at)
+        end = start + (pieces * s.latency_s + moved / bandwidth) * self.freq
+        self.free_at = end
+        energy = moved * 8 * (s.write_energy_pj_per_bit if write else s.read_energy_pj_per_bit)
+        return start, end, energy, moved
+
+    def write(self, ready: float, nbytes: int, buffer: int, from_main: bool) -> tuple[float, float, int, float]:
+        """(start, end, bytes moved, energy) of writing a stored tensor out (main memory's read
+        energy added when it comes from there)."""
+        start, end, energy, moved = self._move(ready, nbytes, buffer, write=True)
+        if from_main and self.main is not None:
+            energy += nbytes * 8 * self.main.read_energy_pj_per_bit
+        return start, end, moved, energy
+
+    def read(self, ready: float, nbytes: int, buffer: int) -> tuple[float, float, int, float]:
+        """(start, end, bytes moved, energy) of reading a stored tensor into main memory."""
+        start, end, energy, moved = self._move(ready, nbytes, buffer, write=False)
+        if self.main is not None:
+            energy += nbytes * 8 * self.main.write_energy_pj_per_bit
+        return start, end, moved, energy
 
     def _reserve(self, ready: float, nbytes: int, write: bool) -> tuple[float, float, float, int]:
         s = self.storage
@@ -145,3 +188,257 @@ class Paging:
             energy += nbytes * 8 * self.main.write_energy_pj_per_bit
         self.used -= held
         return start, end, moved, energy, written_at, held
+
+
+# ---------------------------------------------------------------------- tensors kept in storage
+#
+# A plan's `storage` list gives tensors a home in the storage level (POET keeps what does not
+# fit in RAM in the larger, slower store): parameters, optimizer state, gradients, any value.
+# Such a tensor is in main memory only around its uses:
+#
+# - an argument (parameter, optimizer state, batch) is in storage from the start;
+# - a value is written by its producer into a buffer in main memory and paged out (a `write`
+#   task; the buffer is freed when the write ends);
+# - each op that reads it gets a page-in (a `read` task) into a buffer in main memory that its
+#   tasks read; it starts once the first task of the op before it in program order is done (as
+#   recompute copies and paged activations wait), so the copy lives around its use only;
+# - an in-place update (the optimizer's) updates that buffer and pages it back (a `write`).
+#
+# A buffer holds the whole tensor, or, when it is larger than the tile (`tile_bytes` of the plan;
+# default an eighth of main memory, whole pages), one tile at a time: the transfer is cut into
+# tiles of that size (one latency each), so a tensor larger than main memory streams through it.
+# A loop-nest op reading two such tensors larger than the tile reads the larger one once per
+# tile of the smaller (blocked: a tile of the smaller stays while the larger streams past).
+
+
+@dataclass
+class StoragePlan:
+    """What `add_storage_tasks` added, resolved against a target by `prepare`."""
+
+    tile: int | None  # the plan's tile_bytes (None: the target's default)
+    homes: list[int] = field(default_factory=list)  # tensors in storage (arguments and page-out targets)
+    buffers: list[tuple[int, int]] = field(default_factory=list)  # (buffer tensor, full bytes)
+    reads: dict[int, tuple[int, int, tuple[int, ...]]] = field(default_factory=dict)
+    """read task -> (buffer tensor, full bytes, full bytes of the other stored operands of a loop
+    nest that reads it, each larger than a tile)"""
+    writes: dict[int, tuple[int, int]] = field(default_factory=dict)  # write task -> (buffer, full bytes)
+    moves: dict[int, tuple[int, int]] = field(default_factory=dict)  # page task -> (bytes moved, buffer), by `prepare`
+
+
+def default_tile(target: Any) -> int:
+    """An eighth of main memory, rounded down to whole storage pages (at least one page)."""
+    main, storage = target.dram, target.storage
+    capacity = main.capacity_bytes if main is not None else float("inf")
+    if not math.isfinite(capacity):
+        return 1 << 62
+    page = storage.page_bytes if storage is not None and storage.page_bytes > 0 else 1
+    return max(page, int(capacity // 8) // page * page)
+
+
+def tile_passes(full: int, others: Iterable[int], tile: int) -> int:
+    """How many times a loop nest reads a stored operand of `full` bytes (see above)."""
+    if full <= tile:
+        return 1
+    return max([1] + [-(-b // tile) for b in others if tile < b <= full])
+
+
+def add_storage_tasks(tasks: list[Any], tensors: list[Any], stored: Iterable[int], tile: int | None,
+                      make_task: Callable[..., Any], make_tensor: Callable[..., Any]) -> StoragePlan | None:
+    """Keep the `stored` root tensors in storage (see above); returns what was added."""
+    from monet_ir.cost.signature import LoopNestSig
+
+    # a saved activation the plan also pages keeps that decision
+    stored = [tid for tid in dict.fromkeys(stored) if tensors[tid].root == tid and tensors[tid].kind != "paged"
+              and not any(tasks[c].page for c in tensors[tid].consumers)]
+    if not stored:
+        return None
+    plan = StoragePlan(tile)
+    first_of_op: dict[int, int] = {}
+    for task in tasks:
+        if not task.page:
+            first_of_op.setdefault(task.op_index, task.index)
+    order = sorted(first_of_op)
+    before = {op: first_of_op[order[i - 1]] for i, op in enumerate(order) if i > 0}
+    views: dict[int, list[int]] = {}
+    for t in tensors:
+        if t.root != t.id:
+            views.setdefault(t.root, []).append(t.id)
+    updates: dict[int, list[int]] = {}
+    for task in tasks:
+        for tid in task.in_place:
+            updates.setdefault(tensors[tid].root, []).append(task.index)
+    stored_set = set(stored)
+    full_bytes = {tid: tensors[tid].bytes for tid in stored}
+
+    def tensor(name: str, nbytes: int, kind: str, producer: int | None, root: int = -1) -> int:
+        tid = len(tensors)
+        tensors.append(make_tensor(tid, name, nbytes, kind, False, producer, root=tid if root < 0 else root))
+        return tid
+
+    def add(name: str, node: str, reads: tuple, writes: tuple, preds: set, op_index: int, page: str) -> int:
+        index = len(tasks)
+        tasks.append(make_task(index, name, node, PAGE_PHASE, None, reads, writes, {p for p in preds if p is not None},
+                               op_index=op_index, page=page))
+        return index
+
+    def big_operands(index: int, root: int) -> tuple[int, ...]:
+        task = tasks[index]
+        if not isinstance(task.sig, LoopNestSig):
+            return ()
+        roots = {tensors[r].root for r in task.reads} & stored_set
+        return tuple(full_bytes[r] for r in roots if r != root)
+
+    for tid in stored:
+        t = tensors[tid]
+        full = full_bytes[tid]
+        members = [tid, *views.get(tid, ())]
+        readers = sorted({c for m in members for c in tensors[m].consumers})
+        writers = set(updates.get(tid, ()))
+        last_write = None
+        if t.producer is None:
+            home = tid
+            t.kind = "stored"
+        else:
+            producer = tasks[t.producer]
+            home = tensor(f"{t.name}@storage", full, "paged", None)
+            out = add("page_out", producer.node, (tid,), (home,), {t.producer}, producer.op_index, "write")
+            tensors[home].producer = out
+            plan.writes[out] = (tid, full)
+            plan.buffers.append((tid, full))
+            last_write = out
+        plan.homes.append(home)
+        for m in members:
+            tensors[m].consumers = []
+        if t.producer is not None:
+            tensors[tid].consumers = [last_write]
+        groups: dict[int, list[int]] = {}
+        for c in readers:
+            groups.setdefault(tasks[c].op_index, []).append(c)
+        page_ins: list[int] = []
+        for op_index, group in sorted(groups.items(), key=lambda kv: kv[1][0]):
+            node = tasks[group[0]].node
+            index = len(tasks)
+            copy = tensor(f"{t.name}@in", full, t.kind if t.kind != "stored" else tensors[tid].kind, index)
+            add("page_in", node, (home,), (copy,), {before.get(op_index), last_write}, op_index, "read")
+            tensors[copy].kind = "param" if t.kind == "stored" else t.kind
+            tensors[home].consumers.append(index)
+            plan.buffers.append((copy, full))
+            plan.reads[index] = (copy, full, tuple(sorted({b for c in group for b in big_operands(c, tid)})))
+            page_ins.append(index)
+            renamed = {tid: copy}
+            for view in members[1:]:
+                if any(c in group for c in tensors[view].consumers):
+                    v = tensors[view]
+                    renamed[view] = tensor(f"{v.name}@in", v.bytes, v.kind, index, root=copy)
+            for c in group:
+                # a copy: the tasks of a forward prefix are shared by the graphs extracted from it
+                task = tasks[c] = replace(tasks[c], preds=set(tasks[c].preds), roles=dict(tasks[c].roles))
+                task.reads = tuple(renamed.get(r, r) for r in task.reads)
+                task.roles = {renamed.get(r, r): role for r, role in task.roles.items()}
+                task.preds.add(index)
+                for r in dict.fromkeys(task.reads):
+                    if r in renamed.values():
+                        tensors[r].consumers.append(c)
+            for c in group:
+                if c in writers:
+                    task = tasks[c]
+                    task.in_place = tuple(copy if x == tid else x for x in task.in_place)
+                    back = add("page_out", node, (copy,), (home,), {c, *page_ins}, op_index, "write")
+                    tensors[copy].consumers.append(back)
+                    plan.writes[back] = (copy, full)
+                    last_write = back
+        for m in members[1:]:
+            tensors[m].consumers = [c for c in tensors[m].consumers if tasks[c].page]
+    return plan
+
+
+def prepare(scheduler: Any, plan: StoragePlan, kinds: tuple) -> None:
+    """Resolve the plan on the scheduler's target: buffer sizes (whole, or a tile), the bytes
+    each transfer moves, and the arguments held in storage from the start. `kinds`: the
+    scheduler's (ScheduledTask, Transfer, MemoryTrace, ScheduleError) classes."""
+    tile = plan.tile if plan.tile is not None else default_tile(scheduler.target)
+    sizes = scheduler.bytes_of
+    for tid, full in plan.buffers:
+        sizes[tid] = scheduler.g.tensors[tid].bytes = min(full, tile)
+    plan.moves = {}
+    for index, (copy, full, others) in plan.reads.items():
+        plan.moves[index] = (full * tile_passes(full, others, tile), min(full, tile))
+    for index, (buffer, full) in plan.writes.items():
+        plan.moves[index] = (full, min(full, tile))
+    for home in plan.homes:
+        t = scheduler.g.tensors[home]
+        if t.producer is None:
+            paging = _paging(scheduler, t.name, kinds)
+            held = paging.hold(home, t.bytes)
+            scheduler.memories[paging.storage.name].alloc(0.0, held)
+            scheduler.copies[home] = {}
+            if paging.problem:
+                raise kinds[3](f"target '{scheduler.target.name}': {paging.problem}")
+
+
+def _paging(scheduler: Any, node: str, kinds: tuple) -> Paging:
+    paging = getattr(scheduler, "paging", None)
+    if paging is None:
+        _, _, MemoryTrace, ScheduleError = kinds
+        storage = scheduler.target.storage
+        if storage is None:
+            raise ScheduleError(f"target '{scheduler.target.name}' has no storage level to page node '{node}' "
+                                "to (add a storage: section to the target)")
+        paging = scheduler.paging = Paging(storage, scheduler.freq, scheduler.target.dram)
+        scheduler.memories[storage.name] = MemoryTrace(storage.name, storage.capacity_bytes)
+    return paging
+
+
+def place_page(scheduler: Any, task: Any, ready: float, kinds: tuple) -> float:
+    """Place a page task (`Scheduler._place_page`): a paged activation's page-out / page-in, or a
+    stored tensor's write / read. No core works on it. Returns when it is done. `kinds`: as
+    for `prepare`."""
+    ScheduledTask, Transfer, _, ScheduleError = kinds
+    s = scheduler
+    paging = _paging(s, task.node, kinds)
+    trace = s.memories[paging.storage.name]
+    stored_of = getattr(s.g, "storage_plan", None)
+    if task.page == "out":
+        root, stored = s.root_of[task.reads[0]], task.writes[0]
+        src, at = min((s.copies.get(root) or {DRAM: ready}).items(), key=lambda kv: kv[1])
+        start, end, moved, energy = paging.page_out(stored, max(ready, at), s.bytes_of[root], src == DRAM)
+        s.transfers.append(Transfer(root, src, STORAGE, start, end, moved, energy, paging.resource, "page_out"))
+        trace.alloc(start, moved)
+        if paging.problem:
+            raise ScheduleError(f"target '{s.target.name}': {paging.problem}")
+        s.copies[stored] = {}
+    elif task.page == "in":
+        stored, copy = task.reads[0], task.writes[0]
+        start, end, moved, energy, written_at, held = paging.page_in(stored, ready, s.bytes_of[copy])
+        s.transfers.append(Transfer(copy, STORAGE, DRAM, start, end, moved, energy, paging.resource, "page_in"))
+        trace.free(end, held, written_at)
+        s._dram_alloc(copy, start)
+        s.copies[copy] = {DRAM: end}
+    elif task.page == "write":
+        root, home = s.root_of[task.reads[0]], task.writes[0]
+        nbytes, buffer = stored_of.moves[task.index]
+        src, at = min((s.copies.get(root) or {DRAM: ready}).items(), key=lambda kv: kv[1])
+        start, end, moved, energy = paging.write(max(ready, at), nbytes, buffer, src == DRAM)
+        s.transfers.append(Transfer(root, src, STORAGE, start, end, moved, energy, paging.resource, "page_out"))
+        if home not in paging.held:
+            trace.alloc(start, paging.hold(home, s.bytes_of[home], start))
+            if paging.problem:
+                raise ScheduleError(f"target '{s.target.name}': {paging.problem}")
+        s.copies[home] = {}
+    else:  # read
+        home, copy = task.reads[0], task.writes[0]
+        nbytes, buffer = stored_of.moves[task.index]
+        start, end, moved, energy = paging.read(ready, nbytes, buffer)
+        s.transfers.append(Transfer(copy, STORAGE, DRAM, start, end, moved, energy, paging.resource, "page_in"))
+        s._dram_alloc(copy, start)
+        s.copies[copy] = {DRAM: end}
+    s.scheduled[task.index] = ScheduledTask(task.index, 0, end, end, 0.0, 0.0, 0.0, 0.0)
+    s._release_inputs(task, end)
+    if task.page in ("in", "read") and s.remaining_uses.get(task.writes[0], 0) == 0:
+        s._free(task.writes[0], end)
+    if task.page == "read" and s.remaining_uses.get(home, 0) <= 0 and s.g.tensors[home].producer is not None:
+        since, held = paging.held.pop(home, (None, 0))
+        if since is not None:
+            trace.free(end, held, since)
+            paging.used -= held
+    return end

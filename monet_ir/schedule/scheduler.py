@@ -327,7 +327,13 @@ class Scheduler:
 
     def _initial_dram(self) -> None:
         trace = self.memories[self.dram_name]
+        if self.g.storage_plan is not None:  # tensors a plan keeps in storage (monet_ir.schedule.paging)
+            from monet_ir.schedule.paging import prepare
+
+            prepare(self, self.g.storage_plan, (ScheduledTask, Transfer, MemoryTrace, ScheduleError))
         for t in self.g.tensors:
+            if t.kind == "stored":
+                continue
             if t.producer is None and t.root == t.id:
                 self.copies[t.id] = {DRAM: 0.0}
                 trace.alloc(0.0, t.bytes)
@@ -666,40 +672,11 @@ class Scheduler:
         return room_at
 
     def _place_page(self, task: Task, ready: float) -> float:
-        """A page-out or page-in of a paged activation, on the storage channel
-        (`monet_ir.schedule.paging`); no core works on it. Returns when it is done."""
-        from monet_ir.schedule.paging import STORAGE, Paging
+        """A page task (paged activation or tensor kept in storage), on the storage channel
+        (`monet_ir.schedule.paging.place_page`); no core works on it. Returns when it is done."""
+        from monet_ir.schedule.paging import place_page
 
-        paging = getattr(self, "paging", None)
-        if paging is None:
-            storage = self.target.storage
-            if storage is None:
-                raise ScheduleError(f"target '{self.target.name}' has no storage level to page node '{task.node}' "
-                                    "to (add a storage: section to the target)")
-            paging = self.paging = Paging(storage, self.freq, self.target.dram)
-            self.memories[storage.name] = MemoryTrace(storage.name, storage.capacity_bytes)
-        trace = self.memories[paging.storage.name]
-        if task.page == "out":
-            root, stored = self.root_of[task.reads[0]], task.writes[0]
-            src, at = min((self.copies.get(root) or {DRAM: ready}).items(), key=lambda kv: kv[1])
-            start, end, moved, energy = paging.page_out(stored, max(ready, at), self.bytes_of[root], src == DRAM)
-            self.transfers.append(Transfer(root, src, STORAGE, start, end, moved, energy, paging.resource, "page_out"))
-            trace.alloc(start, moved)
-            if paging.problem:
-                raise ScheduleError(f"target '{self.target.name}': {paging.problem}")
-            self.copies[stored] = {}
-        else:
-            stored, copy = task.reads[0], task.writes[0]
-            start, end, moved, energy, written_at, held = paging.page_in(stored, ready, self.bytes_of[copy])
-            self.transfers.append(Transfer(copy, STORAGE, DRAM, start, end, moved, energy, paging.resource, "page_in"))
-            trace.free(end, held, written_at)
-            self._dram_alloc(copy, start)
-            self.copies[copy] = {DRAM: end}
-        self.scheduled[task.index] = ScheduledTask(task.index, 0, end, end, 0.0, 0.0, 0.0, 0.0)
-        self._release_inputs(task, end)
-        if task.page == "in" and self.remaining_uses.get(task.writes[0], 0) == 0:
-            self._free(task.writes[0], end)
-        return end
+        return place_page(self, task, ready, (ScheduledTask, Transfer, MemoryTrace, ScheduleError))
 
     def _next_use(self, root: int) -> int:
         consumers = self.root_consumers.get(root, ())

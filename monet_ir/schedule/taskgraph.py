@@ -78,6 +78,8 @@ class Task:
 class TaskGraph:
     tasks: list[Task]
     tensors: list[TensorInfo]
+    storage_plan: Any = None
+    """The tensors a plan keeps in storage (`monet_ir.schedule.paging.StoragePlan`), or None."""
 
     def successors(self) -> list[list[int]]:
         succ: list[list[int]] = [[] for _ in self.tasks]
@@ -112,7 +114,8 @@ def extract(fn: func.FuncOp, bits: int | None = None,
             signatures: Mapping[Operation, LoopNestSig | VectorSig | None] | None = None,
             program: Iterable[ProgramOp] | None = None,
             cache: ExtractCache | None = None, prefix_key: Hashable = None,
-            paged: Iterable[Hashable] | None = None) -> TaskGraph:
+            paged: Iterable[Hashable] | None = None,
+            stored: tuple[Iterable[str], int | None] | None = None) -> TaskGraph:
     """The task graph of a step; `bits` overrides the width of float tensors (see
     `monet_ir.analysis.ir_signatures.signature_of`). An op tiled by `fuse-layers`
     (`monet.tiling`) becomes one task per tile, each producing its rows of the result as a
@@ -126,10 +129,12 @@ def extract(fn: func.FuncOp, bits: int | None = None,
     a later program with the same key starts from it (`monet explore`: candidates with the same
     fusion differ only from the backward pass on); its ops are checked to be the same.
     `paged`: the values (keys) whose storage is paged out and back (`monet_ir.schedule.paging`);
-    None reads the `monet.page` marks of the program's forward ops."""
+    None reads the `monet.page` marks of the program's forward ops. `stored`: (tensor names, tile
+    bytes or None) kept in storage (`monet_ir.schedule.paging.add_storage_tasks`); None reads
+    the step function's `monet.storage` marks."""
     ops = list(ir_program(fn) if program is None else program)
     return _Extractor(fn, bits, signatures or {}, ExtractCache() if cache is None else cache).run(ops, prefix_key,
-                                                                                                 paged)
+                                                                                                 paged, stored)
 
 
 class OpFacts(NamedTuple):
@@ -224,7 +229,8 @@ class _Extractor:
         return tid
 
     def run(self, program: list[ProgramOp], prefix_key: Hashable = None,
-            paged: Iterable[Hashable] | None = None) -> TaskGraph:
+            paged: Iterable[Hashable] | None = None,
+            stored: tuple[Iterable[str], int | None] | None = None) -> TaskGraph:
         self.split_hints = self.find_split_hints(program)
         start = self.restore(program, prefix_key) if prefix_key is not None else 0
         if start == 0:
@@ -248,11 +254,26 @@ class _Extractor:
             else:
                 self.add_op(item)
         self.add_paging(program, paged)
+        storage_plan = self.add_storage(stored)
         _order_in_place_updates(self.tasks, self.tensors)
         _pace_stacks(self.tasks, self.stacks)
         _recompute_when_needed(self.tasks)
         _optimizer_after_backward(self.tasks)
-        return TaskGraph(self.tasks, self.tensors)
+        return TaskGraph(self.tasks, self.tensors, storage_plan)
+
+    def add_storage(self, stored: tuple[Iterable[str], int | None] | None) -> Any:
+        """Keep the named tensors in storage (`monet_ir.schedule.paging.add_storage_tasks`):
+        `stored` is (names, tile bytes), else the step function's `monet.storage` marks."""
+        from monet_ir.analysis.paging_plan import stored_names
+        from monet_ir.schedule.paging import add_storage_tasks
+
+        names, tile = stored_names(self.fn) if stored is None else stored
+        names = set(names)
+        if not names:
+            return None
+        roots = [t.id for t in self.tensors if t.root == t.id and
+                 (t.name in names or (t.name.endswith("]") and t.name.split("[", 1)[0] in names))]
+        return add_storage_tasks(self.tasks, self.tensors, roots, tile, Task, TensorInfo)
 
     def add_paging(self, program: list[ProgramOp], paged: Iterable[Hashable] | None) -> None:
         """Page tasks for the paged values: `paged` (value keys), else the results of forward
