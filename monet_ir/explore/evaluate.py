@@ -312,6 +312,9 @@ class Evaluator:
         self.quantize = choice.policy.spec() if choice.policy is not None and choice.policy.has_mx else None
         self._variants: dict[str, Evaluator] = {}  # other precision policies (the precision gene)
         self.prices = PriceBook()
+        from monet_ir.schedule.scheduler import ScheduleMemo
+
+        self.schedule_memo = ScheduleMemo()  # prices per (signature, cores) and graph tables, across candidates
         self._graphs: OrderedDict[tuple, Any] = OrderedDict()
         self._graph_cache = graph_cache
         self._extract_cache = ExtractCache()  # what the extractor reads from the base step's ops, kept across candidates
@@ -463,13 +466,12 @@ class Evaluator:
         g = self.graph(candidate)
         allocation = Allocation(dict(candidate.allocation), "explore") if candidate.allocation else None
         can_run, cost_of = self.prices.functions(g.tasks)
-        return Scheduler(g, self.target, allocation, cost_of=cost_of, can_run=can_run).run()
+        return Scheduler(g, self.target, allocation, cost_of=cost_of, can_run=can_run, memo=self.schedule_memo).run()
 
     def evaluate(self, candidate: Candidate) -> Evaluation:
         from xdsl.utils.exceptions import PassFailedException
 
         from monet_ir.cost import CostError
-        from monet_ir.emit.step_report import schedule_report
         from monet_ir.schedule.scheduler import ScheduleError
 
         try:
@@ -478,7 +480,7 @@ class Evaluator:
             return Evaluation.failed(str(e).strip().splitlines()[0])
         except Exception as e:  # a bug elsewhere must not stop a long search: recorded per point
             return Evaluation.failed(f"internal error: {type(e).__name__}: {e}")
-        return evaluation_of(schedule_report(s, layers=False))
+        return evaluation_of_schedule(s)
 
     # -------------------------------------------------------------- checkpoint-only model
 
@@ -520,6 +522,17 @@ def evaluation_of(report: dict[str, Any]) -> Evaluation:
     fits = all(peaks[name] <= capacity.get(name, math.inf) for name in peaks)
     return Evaluation(report["latency_cycles"], report["energy_pj"], sum(peaks.values()), fits,
                       tuple(sorted(peaks.items())))
+
+
+def evaluation_of_schedule(s) -> Evaluation:
+    """The objectives of a schedule, computed as `schedule_report` computes those fields
+    (`evaluation_of(schedule_report(s))` gives the same `Evaluation`; the rest of the report,
+    e.g. the critical path, is not needed to score a candidate)."""
+    latency = round(s.latency_cycles)
+    energy = sum(s.energy_breakdown_pj().values())
+    peaks = {name: trace.peak() for name, trace in s.memories.items()}
+    fits = all(peaks[name] <= trace.capacity for name, trace in s.memories.items())
+    return Evaluation(latency, energy, sum(peaks.values()), fits, tuple(sorted(peaks.items())))
 
 
 def find_checkpoint_genes(problem) -> list[CheckpointGene]:

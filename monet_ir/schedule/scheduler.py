@@ -27,9 +27,11 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import Any
 
 from monet_ir.cost.signature import Cost, LoopNestSig
 from monet_ir.errors import InternalError, MonetError, expected_errors
@@ -159,10 +161,70 @@ def top_memory(core: Core) -> tuple[str, float]:
     return f"core{core.id}.{top.name}", top.size_bytes
 
 
+class ScheduleMemo:
+    """What repeated schedules on one target (with the same `cost_of` and `can_run`) share:
+    per (signature, allowed cores) the cost options and cycles `Scheduler.price` found, and per
+    task graph the tables `Scheduler._run` derives from it (successors, storage roots, consumer
+    lists). A caller that schedules many candidates (`monet explore`'s evaluator) passes one
+    memo to every `Scheduler`; its graphs must not change once scheduled. Entries are keyed by
+    object identity and hold the object, so an identity is never reused while its entry lives."""
+
+    GRAPHS = 64  # task graphs whose tables are kept (least recently used dropped first)
+
+    def __init__(self) -> None:
+        self.prices: dict[tuple[int, tuple[int, ...]], tuple[Any, dict, dict]] = {}
+        self.graphs: OrderedDict[int, tuple[TaskGraph, GraphTables]] = OrderedDict()
+
+    def tables(self, graph: TaskGraph) -> GraphTables:
+        entry = self.graphs.get(id(graph))
+        if entry is not None and entry[0] is graph:
+            self.graphs.move_to_end(id(graph))
+            return entry[1]
+        tables = GraphTables(graph)
+        self.graphs[id(graph)] = (graph, tables)
+        if len(self.graphs) > self.GRAPHS:
+            self.graphs.popitem(last=False)
+        return tables
+
+
+class GraphTables:
+    """Tables of a task graph the list scheduler reads and never changes."""
+
+    def __init__(self, g: TaskGraph) -> None:
+        self.root_of = [t.root for t in g.tensors]
+        self.bytes_of = [t.bytes for t in g.tensors]
+        uses: dict[int, int] = {}
+        for t in g.tensors:
+            if t.root == t.id:
+                uses[t.id] = 0
+        root_consumers: dict[int, list[int]] = {}
+        for t in g.tensors:
+            uses[t.root] += len(t.consumers)
+            root_consumers.setdefault(t.root, []).extend(t.consumers)
+        for consumers in root_consumers.values():
+            consumers.sort()
+        self.uses = uses  # remaining uses per storage root before any task runs (copied per run)
+        self.root_consumers = root_consumers
+        self.indegree = [len(t.preds) for t in g.tasks]
+        self.succ = g.successors()
+        self.sources = [t.index for t in g.tasks if not t.preds]
+        self.releases: list[list[tuple[int, int]] | None] = [None] * len(g.tasks)  # (root, uses) per task
+        root_of = self.root_of
+        # per task: (tensor, its storage root) per operand read, in operand order
+        self.read_roots = [tuple((t, root_of[t]) for t in task.reads) for task in g.tasks]
+        # per task: the roots it reads (never evicted to make room for its own data)
+        self.keep = [frozenset(root_of[t] for t in task.reads) for task in g.tasks]
+        # per task: (tensor, bytes) of the outputs with storage of their own, in order
+        self.own_writes = [tuple((t, self.bytes_of[t]) for t in task.writes if root_of[t] == t) for task in g.tasks]
+        # per tensor: its DRAM copy is freed after its last use (not a parameter, state, input)
+        self.dram_freeable = [not t.persistent and t.producer is not None for t in g.tensors]
+
+
 class Scheduler:
     def __init__(self, graph: TaskGraph, target: Target, allocation: Callable[[Task], tuple[int, ...] | None] | None,
-                 cost_of: Callable, can_run: Callable):
+                 cost_of: Callable, can_run: Callable, memo: ScheduleMemo | None = None):
         self.g = graph
+        self.memo = memo
         self.target = target
         self.allocation = allocation
         self.cost_of = cost_of
@@ -181,10 +243,8 @@ class Scheduler:
         # those bytes still occupy the memory until then
         self.pending_frees: list[list[tuple[float, int]]] = [[] for _ in target.cores]
         self.pending_bytes = [0] * len(target.cores)  # sum over pending_frees
-        self.streamed: set[tuple[int, int]] = set()  # (task, tensor) moved through DRAM, not held
         self.watermark = 0.0
         self.op_core: dict[int, int] = {}  # IR op -> the core its (first) tile runs on
-        self.unpaid_outputs: set[tuple[int, int]] = set()  # streamed to DRAM by us, not by the op
         self.remaining_uses: dict[int, int] = {}
         self.next_use_from: dict[int, int] = {}  # root -> index in root_consumers before which all are scheduled
         self.mem_names = []
@@ -202,6 +262,7 @@ class Scheduler:
         self.dram_write = self.dram_read if dram is None or dram.ports < 2 else self._dram_resource("write")
         self.links = {(l.src, l.dst): Resource(f"link {l.src}->{l.dst}", l.bandwidth_bits, l.energy_pj_per_bit)
                       for l in target.interconnect.links}
+        self.routes: dict[tuple[int, int], list[Resource]] = {}  # (src, dst) -> `_route`
         self.buses = [(set(b.cores), Resource(f"bus {','.join(map(str, b.cores))}", b.bandwidth_bits, b.energy_pj_per_bit))
                       for b in target.interconnect.buses]
         self.costs: list[dict[int, Cost]] = []
@@ -223,20 +284,22 @@ class Scheduler:
         cores = self.target.cores
         # tasks of one signature (an op's backward twin, recompute copies, repeated layers)
         # share their options: a graph has far fewer signatures than tasks
-        seen: dict[tuple[int, tuple[int, ...]], tuple[dict, dict]] = {}
+        # (kept across schedules by a memo: the entry holds the signature, so its id stays its own)
+        seen: dict[tuple[int, tuple[int, ...]], tuple[Any, dict, dict]] = {} if self.memo is None else self.memo.prices
         for task in self.g.tasks:
             self.current = task.index
             allowed = self.allowed_cores(task)
-            key = (id(task.sig), allowed)
-            if task.sig is None:
+            sig = task.sig
+            key = (id(sig), allowed)
+            if sig is None:
                 known = seen.get(key)
                 if known is None:  # views: free, run where the data is
-                    known = seen[key] = ({c: None for c in allowed}, {c: 0.0 for c in allowed})
-                self.costs.append(known[0])
-                self.durations.append(known[1])
+                    known = seen[key] = (None, {c: None for c in allowed}, {c: 0.0 for c in allowed})
+                self.costs.append(known[1])
+                self.durations.append(known[2])
                 continue
             known = seen.get(key)
-            if known is None:
+            if known is None or known[0] is not sig:
                 from monet_ir.cost import CostError
 
                 options = {}
@@ -253,9 +316,9 @@ class Scheduler:
                     where = "the allowed cores " + str(list(allowed)) if self.allocation else f"target '{self.target.name}'"
                     why = f": {refusals[0]}" if refusals else ""
                     raise ScheduleError(f"no core of {where} can run {task.op} (node '{task.node}', {kind} op){why}")
-                known = seen[key] = (options, {c: self.cycles(cost, c) for c, cost in options.items()})
-            self.costs.append(known[0])
-            self.durations.append(known[1])
+                known = seen[key] = (sig, options, {c: self.cycles(cost, c) for c, cost in options.items()})
+            self.costs.append(known[1])
+            self.durations.append(known[2])
 
     def allowed_cores(self, task: Task) -> tuple[int, ...]:
         every = self.every_core
@@ -290,23 +353,23 @@ class Scheduler:
         self.current: int | None = None
         self.price()
         g = self.g
-        self.root_of = [t.root for t in g.tensors]
-        self.bytes_of = [t.bytes for t in g.tensors]
-        self.releases: list[list[tuple[int, int]] | None] = [None] * len(g.tasks)  # (root, uses) per task
-        for t in g.tensors:
-            if t.root == t.id:
-                self.remaining_uses[t.id] = 0
-        self.root_consumers: dict[int, list[int]] = {}
-        for t in g.tensors:
-            self.remaining_uses[t.root] += len(t.consumers)
-            self.root_consumers.setdefault(t.root, []).extend(t.consumers)
-        for consumers in self.root_consumers.values():
-            consumers.sort()
+        tables = GraphTables(g) if self.memo is None else self.memo.tables(g)
+        self.root_of = tables.root_of
+        self.bytes_of = tables.bytes_of
+        self.releases = tables.releases
+        self.read_roots = tables.read_roots
+        self.keep = tables.keep
+        self.own_writes = tables.own_writes
+        self.dram_freeable = tables.dram_freeable
+        self.core_events = [self.memories[name].events for name in self.mem_names]
+        self.dram_events = self.memories[self.dram_name].events
+        self.remaining_uses = dict(tables.uses)
+        self.root_consumers = tables.root_consumers
         self._initial_dram()
-        indegree = [len(t.preds) for t in g.tasks]
-        succ = g.successors()
+        indegree = list(tables.indegree)
+        succ = tables.succ
         ready_time = [0.0] * len(g.tasks)
-        heap = [(0.0, t.index) for t in g.tasks if indegree[t.index] == 0]
+        heap = [(0.0, index) for index in tables.sources]
         heapq.heapify(heap)
         tasks, place, pop, push = g.tasks, self.place, heapq.heappop, heapq.heappush
         while heap:
@@ -358,15 +421,16 @@ class Scheduler:
         self.watermark = ready
         if task.page:
             return self._place_page(task, ready)
-        options = self.costs[task.index]
+        index = task.index
+        options = self.costs[index]
         if task.sig is None:
             core = self._where_data_is(task, tuple(options))
             start = max(ready, self._inputs_ready_at(task, core))
-            self.scheduled[task.index] = ScheduledTask(task.index, core, start, start, 0.0, 0.0, 0.0, 0.0)
-            self._produce(task, core, start, start, allocate=False)
+            self.scheduled[index] = ScheduledTask(index, core, start, start, 0.0, 0.0, 0.0, 0.0)
+            # a view allocates nothing: its storage is its operand's
             self._release_inputs(task, start)
             return start
-        durations = self.durations[task.index]
+        durations = self.durations[index]
         pinned = self.op_core.get(task.op_index)
         if pinned is not None and pinned in options:
             # the tiles of one op share a core, as Stream allocates a layer's CNs: its weights
@@ -377,54 +441,99 @@ class Scheduler:
         else:
             best = None
             for c, cost in options.items():
-                start = max(ready, self.core_free[c], self._estimate_arrival(task, c, ready))
+                start = max(ready, self.core_free[c], self._estimate_arrival(index, c, ready))
                 key = (start + durations[c], cost.energy_pj, c)
                 if best is None or key < best[0]:
                     best = (key, c, cost)
             _, core, cost = best
         self.op_core[task.op_index] = core
-        self._note_streamed(task, cost)
+        # tensors this task moves through DRAM instead of holding them (its own cost counts
+        # the traffic, or no room on chip); `unpaid`: outputs streamed by us, not by the op
+        streamed = self._streamed(task, cost)
+        unpaid: set[int] = set()
+        keep = self.keep[index]
         # inputs start arriving as soon as they exist and there is room (prefetch while the
         # core finishes earlier work), as Stream fills idle link time
-        arrival = self._bring_inputs(task, core, ready)
+        arrival = 0.0
+        all_copies = self.copies
+        for tid, root in self.read_roots[index]:
+            copies = all_copies.get(root)
+            if copies is None:
+                copies = all_copies[root] = {}
+            here = copies.get(core)
+            if here is None:
+                here = self._fetch(tid, root, copies, core, ready, keep, tid in streamed)
+            if here > arrival:
+                arrival = here
         start = max(ready, self.core_free[core], arrival)
-        start = self._room_for_outputs(task, core, start)
+        # outputs are placed together: check each one with those before it
+        need = 0
+        own_writes = self.own_writes[index]
+        for tid, nbytes in own_writes:
+            if tid in streamed:
+                continue
+            when = self._room_at(core, need + nbytes, keep, start)
+            if when is None:
+                streamed.add(tid)
+                unpaid.add(tid)
+            else:
+                start, need = when, need + nbytes
         end = start + durations[core]
         self.core_free[core] = end
         parts = self.energy_parts.get(id(cost))
         if parts is None:
             parts = self.energy_parts[id(cost)] = split_energy(cost)
         compute, onchip, offchip = parts
-        self.scheduled[task.index] = ScheduledTask(task.index, core, start, end, cost.energy_pj, compute, onchip, offchip,
-                                                   int(cost.dram_bytes))
-        self._produce(task, core, start, end, allocate=True)
+        self.scheduled[index] = ScheduledTask(index, core, start, end, cost.energy_pj, compute, onchip, offchip,
+                                              int(cost.dram_bytes))
+        # the outputs
+        remaining = self.remaining_uses
+        for tid, nbytes in own_writes:
+            if tid in streamed:
+                # the op writes it to DRAM as it goes (spilled by the op, or no room on chip)
+                all_copies[tid] = {DRAM: end}
+                self._dram_alloc(tid, start)
+                if tid in unpaid:
+                    self._transfer(tid, core, DRAM, start, "store")
+                if remaining.get(tid, 0) == 0:
+                    self._free(tid, end)
+                continue
+            self.resident[core][tid] = nbytes
+            self.allocated_at[core][tid] = start
+            self.resident_bytes[core] += nbytes
+            self.core_events[core].append((start, 1, nbytes))
+            all_copies[tid] = {core: end}
+            if remaining.get(tid, 0) == 0:
+                self._free(tid, end)
         if task.in_place:
             self._write_back(task, core, end)
         self._release_inputs(task, end)
         return end
 
-    def _note_streamed(self, task: Task, cost: Cost) -> None:
+    def _streamed(self, task: Task, cost: Cost) -> set[int]:
         """Tensors the op moves to or from DRAM itself (its cost already counts that traffic):
         the roles the loop-nest model spilled, or everything a vector op's data does not fit."""
-        keys = cost.breakdown_pj
         if not isinstance(task.sig, LoopNestSig):
             # a vector op streams the part of its data that does not fit its memory: the
             # largest tensors, up to the DRAM bytes its cost counts
             budget = cost.dram_bytes
+            streamed: set[int] = set()
             if budget <= 0:
-                return
+                return streamed
             sizes = self.bytes_of
             for t in sorted(dict.fromkeys((*task.reads, *task.writes)), key=lambda t: -sizes[t]):
                 if budget <= 0:
                     break
-                self.streamed.add((task.index, t))
+                streamed.add(t)
                 budget -= sizes[t]
-            return
+            return streamed
         spilled = self.spilled_roles.get(id(cost))
         if spilled is None:
-            spilled = self.spilled_roles[id(cost)] = {k.split(".", 1)[1] for k in keys if k.startswith("dram.")}
+            spilled = self.spilled_roles[id(cost)] = {k.split(".", 1)[1] for k in cost.breakdown_pj
+                                                      if k.startswith("dram.")}
         if spilled:
-            self.streamed.update((task.index, t) for t, role in task.roles.items() if role in spilled)
+            return {t for t, role in task.roles.items() if role in spilled}
+        return set()
 
     def _where_data_is(self, task: Task, allowed: tuple[int, ...]) -> int:
         for tid in task.reads:
@@ -437,17 +546,18 @@ class Scheduler:
         times = [min(self.copies.get(self.root_of[t], {0: 0.0}).values()) for t in task.reads]
         return max(times, default=0.0)
 
-    def _estimate_arrival(self, task: Task, core: int, ready: float) -> float:
+    def _estimate_arrival(self, index: int, core: int, ready: float) -> float:
+        """When the inputs of task `index` would be on `core` (the task's tensors streamed
+        through DRAM are not known yet: every input counts as brought to the core)."""
         arrival = 0.0
-        for tid in task.reads:
-            root = self.root_of[tid]
+        for tid, root in self.read_roots[index]:
             copies = self.copies.get(root, {})
             here = copies.get(core)
             if here is not None:
                 if here > arrival:
                     arrival = here
                 continue
-            if not copies or (task.index, tid) in self.streamed:
+            if not copies:
                 continue
             src, at = min(copies.items(), key=lambda kv: kv[1])
             res = self._route(src, core)
@@ -456,52 +566,42 @@ class Scheduler:
         return arrival
 
     def _route(self, src: int, dst: int) -> list[Resource]:
+        route = self.routes.get((src, dst))
+        if route is not None:
+            return route
         if src == DRAM:
-            return [self.dram_read]
-        if dst == DRAM:
-            return [self.dram_write]
-        link = self.links.get((src, dst))
-        if link is not None:
-            return [link]
-        for members, bus in self.buses:
-            if src in members and dst in members:
-                return [bus]
-        return [self.dram_write, self.dram_read]
+            route = [self.dram_read]
+        elif dst == DRAM:
+            route = [self.dram_write]
+        else:
+            link = self.links.get((src, dst))
+            if link is not None:
+                route = [link]
+            else:
+                route = next(([bus] for members, bus in self.buses if src in members and dst in members),
+                             [self.dram_write, self.dram_read])
+        self.routes[(src, dst)] = route
+        return route
 
-    def _bring_inputs(self, task: Task, core: int, ready: float) -> float:
-        arrival = 0.0
-        root_of, all_copies = self.root_of, self.copies
-        needed = None
-        for tid in task.reads:
-            root = root_of[tid]
-            copies = all_copies.get(root)
-            if copies is None:
-                copies = all_copies[root] = {}
-            here = copies.get(core)
-            if here is not None:
-                if here > arrival:
-                    arrival = here
-                continue
-            if needed is None:
-                needed = {root_of[t] for t in task.reads}
-            if (task.index, tid) in self.streamed:
-                # the op reads it from DRAM itself (its cost counts that traffic)
-                self._ensure_in_dram(root, copies)
-                arrival = max(arrival, copies.get(DRAM, 0.0))
-                continue
-            src, at = min(copies.items(), key=lambda kv: kv[1])
-            nbytes = self.bytes_of[root]
-            when = self._room_at(core, nbytes, needed, max(at, ready))
-            if when is None:
-                # no room even after evicting: it streams through from DRAM, and we pay that
-                self._ensure_in_dram(root, copies)
-                arrival = max(arrival, self._transfer(root, DRAM, core, max(copies[DRAM], ready), "load"))
-                continue
-            end = self._transfer(root, src, core, when, "load" if src == DRAM else "copy")
-            self._allocate(core, root, when)
-            copies[core] = end
-            arrival = max(arrival, end)
-        return arrival
+    def _fetch(self, tid: int, root: int, copies: dict[int, float], core: int, ready: float, keep: frozenset[int],
+               streamed: bool) -> float:
+        """Bring an input that is not on `core` yet; returns when it is there (or, streamed, when
+        the op can read it from DRAM)."""
+        if streamed:
+            # the op reads it from DRAM itself (its cost counts that traffic)
+            self._ensure_in_dram(root, copies)
+            return copies.get(DRAM, 0.0)
+        src, at = min(copies.items(), key=lambda kv: kv[1])
+        nbytes = self.bytes_of[root]
+        when = self._room_at(core, nbytes, keep, max(at, ready))
+        if when is None:
+            # no room even after evicting: it streams through from DRAM, and we pay that
+            self._ensure_in_dram(root, copies)
+            return self._transfer(root, DRAM, core, max(copies[DRAM], ready), "load")
+        end = self._transfer(root, src, core, when, "load" if src == DRAM else "copy")
+        self._allocate(core, root, when)
+        copies[core] = end
+        return end
 
     def _ensure_in_dram(self, root: int, copies: dict[int, float]) -> None:
         if DRAM not in copies and copies:
@@ -512,39 +612,24 @@ class Scheduler:
     def _transfer(self, root: int, src: int, dst: int, ready: float, reason: str) -> float:
         nbytes = self.bytes_of[root]
         time = ready
-        route = self._route(src, dst)
+        route = self.routes.get((src, dst)) or self._route(src, dst)
+        transfers = self.transfers
         for res in route:
-            start, end, energy = res.reserve(time, nbytes)
-            self.transfers.append(Transfer(root, src, dst, start, end, nbytes, energy, res.name, reason))
+            # `Resource.reserve`, inlined
+            free_at = res.free_at
+            start = free_at if free_at > time else time
+            end = start + nbytes * 8 / res.bits_per_cycle
+            res.free_at = end
+            transfers.append(Transfer(root, src, dst, start, end, nbytes, nbytes * 8 * res.energy_pj_per_bit,
+                                      res.name, reason))
             time = end
         if len(route) == 2:
             # a core-to-core copy without a link goes through DRAM, which holds it meanwhile
-            first = self.transfers[-2]
+            first = transfers[-2]
             dram = self.memories[self.dram_name]
             dram.alloc(first.start, nbytes)
             dram.free(time, nbytes, first.start)
         return time
-
-    def _produce(self, task: Task, core: int, start: float, end: float, allocate: bool) -> None:
-        for tid in task.writes:
-            t = self.g.tensors[tid]
-            if t.root != tid:
-                continue  # a view of existing storage
-            if not allocate:
-                continue  # constants are in DRAM from the start
-            if (task.index, tid) in self.streamed:
-                # the op writes it to DRAM as it goes (spilled by the op, or no room on chip)
-                self.copies[tid] = {DRAM: end}
-                self._dram_alloc(tid, start)
-                if (task.index, tid) in self.unpaid_outputs:
-                    self._transfer(tid, core, DRAM, start, "store")
-                if self.remaining_uses.get(tid, 0) == 0:
-                    self._free(tid, end)
-                continue
-            self._allocate(core, tid, start)
-            self.copies[tid] = {core: end}
-            if self.remaining_uses.get(tid, 0) == 0:
-                self._free(tid, end)
 
     def _write_back(self, task: Task, core: int, end: float) -> None:
         for tid in task.in_place:
@@ -567,9 +652,11 @@ class Scheduler:
             for t in unique:
                 uses[self.root_of[t]] += 1
             releases = self.releases[task.index] = list(uses.items())
+        remaining = self.remaining_uses
         for root, uses in releases:
-            self.remaining_uses[root] -= uses
-            if self.remaining_uses[root] <= 0:
+            left = remaining[root] - uses
+            remaining[root] = left
+            if left <= 0:
                 self._free(root, end)
 
     # ------------------------------------------------------------------ memory
@@ -579,23 +666,26 @@ class Scheduler:
         self.resident[core][root] = nbytes
         self.allocated_at[core][root] = time
         self.resident_bytes[core] += nbytes
-        self.memories[self.mem_names[core]].alloc(time, nbytes)
+        self.core_events[core].append((time, 1, nbytes))  # `MemoryTrace.alloc`
 
     def _dram_alloc(self, root: int, time: float) -> None:
         self.dram_allocated_at[root] = time
-        self.memories[self.dram_name].alloc(time, self.bytes_of[root])
+        self.dram_events.append((time, 1, self.bytes_of[root]))  # `MemoryTrace.alloc`
 
     def _drop(self, core: int, root: int, time: float) -> None:
         nbytes = self.resident[core].pop(root, None)
         if nbytes is None:
             return
         self.resident_bytes[core] -= nbytes
-        self.memories[self.mem_names[core]].free(time, nbytes, self.allocated_at[core].pop(root))
+        at = self.allocated_at[core].pop(root)
+        self.core_events[core].append((time, 2 if time <= at else 0, -nbytes))  # `MemoryTrace.free`
         self.pending_frees[core].append((time, nbytes))
         self.pending_bytes[core] += nbytes
-        self.copies.get(root, {}).pop(core, None)
+        copies = self.copies.get(root)
+        if copies is not None:
+            copies.pop(core, None)
 
-    def _room_at(self, core: int, nbytes: int, keep: set[int], time: float) -> float | None:
+    def _room_at(self, core: int, nbytes: int, keep: frozenset[int], time: float) -> float | None:
         """The earliest time >= `time` at which `nbytes` fit in the core's top memory: waiting
         for frees already decided, then evicting. Returns when the bytes can be placed."""
         capacity = self.capacity[core]
@@ -627,32 +717,21 @@ class Scheduler:
             return None  # the op's own operands fill the memory: this one is streamed instead
         return time
 
-    def _room_for_outputs(self, task: Task, core: int, start: float) -> float:
-        keep = {self.root_of[r] for r in task.reads}
-        need = 0
-        for tid in task.writes:
-            t = self.g.tensors[tid]
-            if t.root == tid and (task.index, tid) not in self.streamed:
-                # outputs are placed together: check each one with those before it
-                when = self._room_at(core, need + t.bytes, keep, start)
-                if when is None:
-                    self.streamed.add((task.index, tid))
-                    self.unpaid_outputs.add((task.index, tid))
-                else:
-                    start, need = when, need + t.bytes
-        return start
-
     def _free(self, root: int, time: float) -> None:
-        t = self.g.tensors[root]
-        for loc in list(self.copies.get(root, {})):
+        copies = self.copies.get(root)
+        if not copies:
+            return
+        for loc in list(copies):
             if loc == DRAM:
-                if not t.persistent and t.producer is not None:
-                    self.memories[self.dram_name].free(time, t.bytes, self.dram_allocated_at.get(root, 0.0))
-                    self.copies[root].pop(DRAM)
+                if self.dram_freeable[root]:
+                    # `MemoryTrace.free`
+                    at = self.dram_allocated_at.get(root, 0.0)
+                    self.dram_events.append((time, 2 if time <= at else 0, -self.bytes_of[root]))
+                    copies.pop(DRAM)
             else:
                 self._drop(loc, root, time)
 
-    def _make_room(self, core: int, nbytes: int, keep: set[int], time: float) -> float:
+    def _make_room(self, core: int, nbytes: int, keep: frozenset[int], time: float) -> float:
         """Evict until `nbytes` fit; returns when the room exists: a victim leaves once it is
         complete on this core (produced or loaded), never before it arrived."""
         capacity = self.capacity[core]
