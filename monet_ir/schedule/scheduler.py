@@ -191,33 +191,37 @@ class GraphTables:
     """Tables of a task graph the list scheduler reads and never changes."""
 
     def __init__(self, g: TaskGraph) -> None:
-        self.root_of = [t.root for t in g.tensors]
-        self.bytes_of = [t.bytes for t in g.tensors]
+        tensors = g.tensors
+        self.root_of = root_of = [t.root for t in tensors]
+        self.bytes_of = [t.bytes for t in tensors]
         uses: dict[int, int] = {}
-        for t in g.tensors:
+        views: dict[int, list[int]] = {}  # root -> the tensors other than itself that share its storage
+        for t in tensors:
             if t.root == t.id:
                 uses[t.id] = 0
-        root_consumers: dict[int, list[int]] = {}
-        for t in g.tensors:
-            uses[t.root] += len(t.consumers)
-            root_consumers.setdefault(t.root, []).extend(t.consumers)
-        for consumers in root_consumers.values():
-            consumers.sort()
+            else:
+                views.setdefault(t.root, []).append(t.id)
+        for t in tensors:
+            uses[root_of[t.id]] += len(t.consumers)
         self.uses = uses  # remaining uses per storage root before any task runs (copied per run)
-        self.root_consumers = root_consumers
+        self.views = views
+        self.tensors = tensors
+        self.consumers: dict[int, list[int]] = {}  # root -> its readers, sorted (`root_consumers`, on demand)
         self.indegree = [len(t.preds) for t in g.tasks]
         self.succ = g.successors()
         self.sources = [t.index for t in g.tasks if not t.preds]
         self.releases: list[list[tuple[int, int]] | None] = [None] * len(g.tasks)  # (root, uses) per task
-        root_of = self.root_of
-        # per task: (tensor, its storage root) per operand read, in operand order
-        self.read_roots = [tuple((t, root_of[t]) for t in task.reads) for task in g.tasks]
-        # per task: the roots it reads (never evicted to make room for its own data)
-        self.keep = [frozenset(root_of[t] for t in task.reads) for task in g.tasks]
-        # per task: (tensor, bytes) of the outputs with storage of their own, in order
-        self.own_writes = [tuple((t, self.bytes_of[t]) for t in task.writes if root_of[t] == t) for task in g.tasks]
-        # per tensor: its DRAM copy is freed after its last use (not a parameter, state, input)
-        self.dram_freeable = [not t.persistent and t.producer is not None for t in g.tensors]
+
+    def root_consumers(self, root: int) -> list[int]:
+        """The tasks that read a storage (through any tensor sharing it), in task order."""
+        consumers = self.consumers.get(root)
+        if consumers is None:
+            consumers = list(self.tensors[root].consumers)
+            for view in self.views.get(root, ()):
+                consumers.extend(self.tensors[view].consumers)
+            consumers.sort()
+            self.consumers[root] = consumers
+        return consumers
 
 
 class Scheduler:
@@ -357,14 +361,10 @@ class Scheduler:
         self.root_of = tables.root_of
         self.bytes_of = tables.bytes_of
         self.releases = tables.releases
-        self.read_roots = tables.read_roots
-        self.keep = tables.keep
-        self.own_writes = tables.own_writes
-        self.dram_freeable = tables.dram_freeable
         self.core_events = [self.memories[name].events for name in self.mem_names]
         self.dram_events = self.memories[self.dram_name].events
         self.remaining_uses = dict(tables.uses)
-        self.root_consumers = tables.root_consumers
+        self.tables = tables
         self._initial_dram()
         indegree = list(tables.indegree)
         succ = tables.succ
@@ -451,28 +451,32 @@ class Scheduler:
         # the traffic, or no room on chip); `unpaid`: outputs streamed by us, not by the op
         streamed = self._streamed(task, cost)
         unpaid: set[int] = set()
-        keep = self.keep[index]
+        reads = task.reads
         # inputs start arriving as soon as they exist and there is room (prefetch while the
         # core finishes earlier work), as Stream fills idle link time
         arrival = 0.0
         all_copies = self.copies
-        for tid, root in self.read_roots[index]:
+        root_of = self.root_of
+        for tid in reads:
+            root = root_of[tid]
             copies = all_copies.get(root)
             if copies is None:
                 copies = all_copies[root] = {}
             here = copies.get(core)
             if here is None:
-                here = self._fetch(tid, root, copies, core, ready, keep, tid in streamed)
+                here = self._fetch(tid, root, copies, core, ready, reads, tid in streamed)
             if here > arrival:
                 arrival = here
         start = max(ready, self.core_free[core], arrival)
         # outputs are placed together: check each one with those before it
         need = 0
-        own_writes = self.own_writes[index]
-        for tid, nbytes in own_writes:
+        bytes_of = self.bytes_of
+        own_writes = [tid for tid in task.writes if root_of[tid] == tid]  # not views of existing storage
+        for tid in own_writes:
             if tid in streamed:
                 continue
-            when = self._room_at(core, need + nbytes, keep, start)
+            nbytes = bytes_of[tid]
+            when = self._room_at(core, need + nbytes, reads, start)
             if when is None:
                 streamed.add(tid)
                 unpaid.add(tid)
@@ -488,7 +492,7 @@ class Scheduler:
                                               int(cost.dram_bytes))
         # the outputs
         remaining = self.remaining_uses
-        for tid, nbytes in own_writes:
+        for tid in own_writes:
             if tid in streamed:
                 # the op writes it to DRAM as it goes (spilled by the op, or no room on chip)
                 all_copies[tid] = {DRAM: end}
@@ -498,6 +502,7 @@ class Scheduler:
                 if remaining.get(tid, 0) == 0:
                     self._free(tid, end)
                 continue
+            nbytes = bytes_of[tid]
             self.resident[core][tid] = nbytes
             self.allocated_at[core][tid] = start
             self.resident_bytes[core] += nbytes
@@ -521,7 +526,10 @@ class Scheduler:
             if budget <= 0:
                 return streamed
             sizes = self.bytes_of
-            for t in sorted(dict.fromkeys((*task.reads, *task.writes)), key=lambda t: -sizes[t]):
+            touched = dict.fromkeys((*task.reads, *task.writes))
+            if sum(sizes[t] for t in touched) < budget:
+                return set(touched)  # the budget lasts past the last one, in any order
+            for t in sorted(touched, key=lambda t: -sizes[t]):
                 if budget <= 0:
                     break
                 streamed.add(t)
@@ -550,7 +558,9 @@ class Scheduler:
         """When the inputs of task `index` would be on `core` (the task's tensors streamed
         through DRAM are not known yet: every input counts as brought to the core)."""
         arrival = 0.0
-        for tid, root in self.read_roots[index]:
+        root_of = self.root_of
+        for tid in self.g.tasks[index].reads:
+            root = root_of[tid]
             copies = self.copies.get(root, {})
             here = copies.get(core)
             if here is not None:
@@ -583,7 +593,7 @@ class Scheduler:
         self.routes[(src, dst)] = route
         return route
 
-    def _fetch(self, tid: int, root: int, copies: dict[int, float], core: int, ready: float, keep: frozenset[int],
+    def _fetch(self, tid: int, root: int, copies: dict[int, float], core: int, ready: float, reads: tuple[int, ...],
                streamed: bool) -> float:
         """Bring an input that is not on `core` yet; returns when it is there (or, streamed, when
         the op can read it from DRAM)."""
@@ -593,7 +603,7 @@ class Scheduler:
             return copies.get(DRAM, 0.0)
         src, at = min(copies.items(), key=lambda kv: kv[1])
         nbytes = self.bytes_of[root]
-        when = self._room_at(core, nbytes, keep, max(at, ready))
+        when = self._room_at(core, nbytes, reads, max(at, ready))
         if when is None:
             # no room even after evicting: it streams through from DRAM, and we pay that
             self._ensure_in_dram(root, copies)
@@ -647,7 +657,11 @@ class Scheduler:
         # many operands name it
         releases = self.releases[task.index]
         if releases is None:
-            unique = set(task.reads)
+            reads = task.reads
+            if len(reads) == 1:
+                releases = self.releases[task.index] = [(self.root_of[reads[0]], 1)]
+                return self._release_inputs(task, end)
+            unique = set(reads)
             uses = dict.fromkeys({self.root_of[t] for t in unique}, 0)
             for t in unique:
                 uses[self.root_of[t]] += 1
@@ -685,9 +699,10 @@ class Scheduler:
         if copies is not None:
             copies.pop(core, None)
 
-    def _room_at(self, core: int, nbytes: int, keep: frozenset[int], time: float) -> float | None:
+    def _room_at(self, core: int, nbytes: int, reads: tuple[int, ...], time: float) -> float | None:
         """The earliest time >= `time` at which `nbytes` fit in the core's top memory: waiting
-        for frees already decided, then evicting. Returns when the bytes can be placed."""
+        for frees already decided, then evicting (never the storage of a tensor in `reads`, the
+        task's operands). Returns when the bytes can be placed."""
         capacity = self.capacity[core]
         frees = self.pending_frees[core]
         if self.resident_bytes[core] + self.pending_bytes[core] + nbytes <= capacity:
@@ -712,7 +727,7 @@ class Scheduler:
             still -= freed
             first += 1
         if self.resident_bytes[core] + still + nbytes > capacity:
-            time = self._make_room(core, nbytes + still, keep, time)
+            time = self._make_room(core, nbytes + still, {self.root_of[t] for t in reads}, time)
         if self.resident_bytes[core] + still + nbytes > capacity:
             return None  # the op's own operands fill the memory: this one is streamed instead
         return time
@@ -723,7 +738,8 @@ class Scheduler:
             return
         for loc in list(copies):
             if loc == DRAM:
-                if self.dram_freeable[root]:
+                t = self.g.tensors[root]
+                if not t.persistent and t.producer is not None:
                     # `MemoryTrace.free`
                     at = self.dram_allocated_at.get(root, 0.0)
                     self.dram_events.append((time, 2 if time <= at else 0, -self.bytes_of[root]))
@@ -731,7 +747,7 @@ class Scheduler:
             else:
                 self._drop(loc, root, time)
 
-    def _make_room(self, core: int, nbytes: int, keep: frozenset[int], time: float) -> float:
+    def _make_room(self, core: int, nbytes: int, keep: set[int], time: float) -> float:
         """Evict until `nbytes` fit; returns when the room exists: a victim leaves once it is
         complete on this core (produced or loaded), never before it arrived."""
         capacity = self.capacity[core]
@@ -758,7 +774,7 @@ class Scheduler:
         return place_page(self, task, ready, (ScheduledTask, Transfer, MemoryTrace, ScheduleError))
 
     def _next_use(self, root: int) -> int:
-        consumers = self.root_consumers.get(root, ())
+        consumers = self.tables.root_consumers(root)
         # tasks only ever become scheduled, so the scan resumes where it stopped last time
         i = self.next_use_from.get(root, 0)
         while i < len(consumers) and consumers[i] in self.scheduled:

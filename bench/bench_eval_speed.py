@@ -1,0 +1,134 @@
+"""Milliseconds per `monet explore` evaluation, this checkout against another one, interleaved.
+
+    python bench/bench_eval_speed.py [--vs OTHER_CHECKOUT] [--rounds 3] [--samples 20]
+                                     [--models resnet18_b1 gpt2_small_b8] [--target tpu_like_quad_core]
+
+For each model (ResNet-18 b1 from examples/models, GPT-2 small b8 from ../shared/models, skipped
+when absent) and two kinds of candidates, each round runs a fresh process per checkout, in turn
+(A B A B ...: a drift of the machine's load affects both alike), that builds the `Evaluator`,
+evaluates a few candidates to warm the cost model, then times `--samples` evaluations of seeded
+random candidates, the same list in every process:
+
+- layer by layer: a random recompute set and core allocation (every candidate has a task graph
+  not seen before: extraction, scheduling and objectives all run; issue 15's target ≤ 10 ms);
+- every gene: a random recompute set, allocation, fused stacks (each stack fused with
+  probability 0.5, as a random genome) and tile count (target ≤ 20 ms).
+
+Prints per model and kind the median wall ms per evaluation of each round and checkout, the
+median over rounds, and the ratio other / this; then the same for CPU ms (process time: less
+sensitive than wall time to other processes on a shared machine). `--vs DIR` is an older commit unpacked with
+`git archive COMMIT | tar -x -C DIR`; both run with the garbage-collection settings of a search
+(`tuned_collection`) and `OPENBLAS_NUM_THREADS=1`. The load average is printed before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("MONET_SHARED", REPO.parent / "shared"))
+MODELS = {
+    "resnet18_b1": REPO / "examples" / "models" / "resnet18_b1.onnx",
+    "gpt2_small_b8": SHARED / "models" / "gpt2_small_b8.onnx",
+}
+TARGETS_MS = {"layer by layer": 10.0, "every gene": 20.0}
+
+CHILD = r"""
+import json, random, statistics, sys, time
+from monet_ir.explore.evaluate import TILE_CHOICES, Candidate, Evaluator, StepConfig, tuned_collection
+
+model, target, samples = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+def candidate(ev, rng, fusion):
+    rec = tuple(g.node for g in ev.checkpoint_genes if rng.random() < 0.5)
+    alloc = []
+    for g in ev.allocation_genes:
+        option = rng.choice(g.options)
+        if option is not None:
+            alloc.append((g.node, option))
+    if not fusion:
+        return Candidate(rec, tuple(alloc))
+    stacks = tuple(g.spec for g in ev.fusion_genes if rng.random() < 0.5)
+    return Candidate(rec, tuple(alloc), stacks, rng.choice(TILE_CHOICES))
+
+out = {}
+with tuned_collection():
+    ev = Evaluator(StepConfig(model, target))
+    for kind, fusion in (("layer by layer", False), ("every gene", True)):
+        if fusion and not ev.fusion_genes:
+            continue
+        rng = random.Random(1)
+        for _ in range(3):  # warm-up: the cost model prices the ops (and fused tiles) once
+            ev.evaluate(candidate(ev, rng, fusion))
+        times, cpu, tasks = [], [], []
+        for _ in range(samples):
+            c = candidate(ev, rng, fusion)
+            t0, c0 = time.perf_counter(), time.process_time()
+            ev.evaluate(c)
+            cpu.append((time.process_time() - c0) * 1e3)
+            times.append((time.perf_counter() - t0) * 1e3)
+            tasks.append(len(ev.graph(c).tasks))
+        out[kind] = {"ms": statistics.median(times), "cpu": statistics.median(cpu), "tasks": statistics.median(tasks)}
+print(json.dumps(out))
+"""
+
+
+def run_child(checkout: Path, model: Path, target: str, samples: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(checkout), OPENBLAS_NUM_THREADS="1", MONET_COST_CACHE="off")
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(model), target, str(samples)], env=env,
+                          cwd=str(checkout), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{checkout}: failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vs", type=Path, default=None, metavar="DIR")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=20)
+    parser.add_argument("--models", nargs="*", default=list(MODELS))
+    parser.add_argument("--target", default="tpu_like_quad_core")
+    args = parser.parse_args()
+    checkouts = [("this", REPO)] + ([("other", args.vs.resolve())] if args.vs else [])
+    print(f"load average before: {load()} ({os.cpu_count()} CPUs)")
+    for name in args.models:
+        path = MODELS[name]
+        if not path.is_file():
+            print(f"{name}: {path} not found, skipped")
+            continue
+        runs: dict[str, list[dict]] = {label: [] for label, _ in checkouts}
+        for _ in range(args.rounds):
+            for label, checkout in (checkouts if _ % 2 == 0 else checkouts[::-1]):
+                runs[label].append(run_child(checkout, path, args.target, args.samples))
+        for kind, target_ms in TARGETS_MS.items():
+            if kind not in runs["this"][0]:
+                continue
+            for field, unit in (("ms", "wall"), ("cpu", "CPU")):
+                this = statistics.median(r[kind][field] for r in runs["this"])
+
+                def each(label: str, kind: str = kind, field: str = field) -> str:
+                    return ", ".join(f"{r[kind][field]:.1f}" for r in runs[label])
+
+                line = (f"{name} {kind} ({runs['this'][0][kind]['tasks']:.0f} tasks, median): this "
+                        f"{this:.1f} ms {unit} per evaluation [{each('this')}]")
+                if args.vs:
+                    other = statistics.median(r[kind][field] for r in runs["other"])
+                    line += f", other {other:.1f} ms [{each('other')}], ratio {other / this:.2f}x"
+                verdict = "met" if this <= target_ms else "NOT met"
+                print(f"{line}; target {target_ms:.0f} ms: {verdict}", flush=True)
+    print(f"load average after: {load()}")
+
+
+if __name__ == "__main__":
+    main()
