@@ -151,51 +151,81 @@ class ReduceScatterOp(CollectiveOp):
 
 @irdl_op_definition
 class AllGatherOp(CollectiveOp):
-    """Every chip gets the whole tensor from the flat shards of the group.
+    """Every chip gets the whole tensor from the shards of the group: flat shards, or with
+    `axis`, shards along that axis (tensor parallelism: each chip holds 1/size of the axis).
 
     `%w = collective.all_gather %s {group = "dp", size = 8 : i64} : tensor<64xf32> -> tensor<64x8xf32>`
+    `%x = collective.all_gather %s {group = "tp", size = 4 : i64, axis = 2 : i64} : tensor<1x8x16xf32> -> tensor<1x8x64xf32>`
     """
 
     name = "collective.all_gather"
     inputs = var_operand_def(TensorType)
     outputs = var_result_def(TensorType)
+    axis = opt_prop_def(IntegerAttr)
     traits = traits_def(MemoryWriteEffect())
     assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($outputs)"
 
-    def __init__(self, inputs, result_types, group: str, size: int, algorithm: str | None = None):
-        super().__init__(operands=[list(inputs)], result_types=[list(result_types)], properties=_props(group, size, algorithm))
+    def __init__(self, inputs, result_types, group: str, size: int, algorithm: str | None = None,
+                 axis: int | None = None):
+        props = _props(group, size, algorithm)
+        if axis is not None:
+            props["axis"] = IntegerAttr(axis, 64)
+        super().__init__(operands=[list(inputs)], result_types=[list(result_types)], properties=props)
 
     def verify_collective(self) -> None:
         self.check_counts()
         for i, (x, r) in enumerate(self.pairs()):
-            want = shard_elements(_elements(r.type), self.group_size())
-            expect(shape_of(x.type) == (want,), self,
-                   f"operand {i} has shape {list(shape_of(x.type))}, expected [{want}] (the flat shard of "
-                   f"{_elements(r.type)} elements over {self.group_size()} chips)")
+            _check_shard(self, f"operand {i}", x.type, r.type, self.axis)
             expect(elem_of(x.type) == elem_of(r.type), self, f"result {i} changes the element type")
+
+
+def _check_shard(op, what: str, shard, whole, axis) -> None:
+    """`shard` is one chip's flat shard of `whole`, or with `axis`, its 1/size along the axis."""
+    n = op.group_size()
+    if axis is None:
+        want = shard_elements(_elements(whole), n)
+        expect(shape_of(shard) == (want,), op,
+               f"{what} has shape {list(shape_of(shard))}, expected [{want}] (the flat shard of "
+               f"{_elements(whole)} elements over {n} chips)")
+        return
+    full = list(shape_of(whole))
+    a = int_of(axis)
+    expect(0 <= a < len(full), op, f"axis {a} is not an axis of {whole}")
+    expect(full[a] % n == 0, op, f"size {n} does not divide axis {a} of {whole}")
+    full[a] //= n
+    expect(list(shape_of(shard)) == full, op,
+           f"{what} has shape {list(shape_of(shard))}, expected {full} (1/{n} of axis {a})")
 
 
 @irdl_op_definition
 class ShardOp(CollectiveOp):
-    """This chip's flat shard of a tensor every chip of the group holds (no communication).
+    """This chip's shard of a tensor every chip of the group holds (no communication): flat,
+    or with `axis`, its 1/size along that axis.
 
     `%p = collective.shard %w {group = "dp", size = 8 : i64} : tensor<64x8xf32> -> tensor<64xf32>`
+    `%q = collective.shard %w {group = "tp", size = 2 : i64, axis = 0 : i64} : tensor<64x8xf32> -> tensor<32x8xf32>`
     """
 
     name = "collective.shard"
     DEFAULT_PHASE: ClassVar[str] = "optimizer"
     input = operand_def(TensorType)
     output = result_def(TensorType)
+    axis = opt_prop_def(IntegerAttr)
     assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
 
-    def __init__(self, value, group: str, size: int):
-        t = TensorType(elem_of(value.type), [shard_elements(_elements(value.type), size)])
-        super().__init__(operands=[value], result_types=[t], properties=_props(group, size))
+    def __init__(self, value, group: str, size: int, axis: int | None = None):
+        props = _props(group, size)
+        if axis is None:
+            t = TensorType(elem_of(value.type), [shard_elements(_elements(value.type), size)])
+        else:
+            shape = list(shape_of(value.type))
+            shape[axis] //= size
+            t = TensorType(elem_of(value.type), shape)
+            props["axis"] = IntegerAttr(axis, 64)
+        super().__init__(operands=[value], result_types=[t], properties=props)
 
     def verify_collective(self) -> None:
-        want = shard_elements(_elements(self.input.type), self.group_size())
-        expect(shape_of(self.output.type) == (want,), self,
-               f"result has shape {list(shape_of(self.output.type))}, expected [{want}]")
+        _check_shard(self, "result", self.output.type, self.input.type, self.axis)
 
 
 @irdl_op_definition

@@ -1,8 +1,16 @@
 """`parallelize`: the training step of one chip of a data-parallel group, with its collectives.
 
-    parallelize{dp=8 pp=4 zero=0|1|2|3 bucket=25000000 algorithm=ring|tree|hierarchical}
+    parallelize{dp=8 tp=2 pp=4 zero=0|1|2|3 bucket=25000000 algorithm=ring|tree|hierarchical}
 
 Options:
+- `tp` (default 1): tensor-parallel chips. Megatron's column/row splits of the step's products,
+  found by sharding propagation (`monet_ir.parallel.tensor`): the first product(s) of a region
+  split by output features (QKV, the first MLP product, a convolution's output channels, with
+  their biases and batch norms), attention heads/tp, the closing product split by input
+  features with a `collective.all_reduce {group = "tp"}` of its partial sum in forward, and
+  the all-reduce of the region's input gradient in backward. Split parameters, their gradients
+  and optimizer state hold 1/tp per chip. Applied first (before `pp` and `dp`); a model with
+  nothing to split, or a tp that does not divide a split axis (heads, widths), is an error.
 - `dp` (default 1): data-parallel replicas. The step function describes one replica's batch
   (the ONNX model's batch is the per-chip micro-batch; the global batch is `dp` times it).
 - `pp` (default 1): pipeline stages. The step function becomes `pp` functions
@@ -35,8 +43,8 @@ Rewriting (the ops get `group = "dp"`, `size = dp`):
   its first forward use (`phase = "forward"`) and again before its first backward use, the
   optimizer updates the shard in place, and no all-gather follows the optimizer.
 
-The module records the plan as `monet.parallel = {dp = 8 : i64, pp = 1 : i64, zero = 2 : i64}`.
-`dp=1 pp=1 zero=0` changes nothing but that attribute.
+The module records the plan as `monet.parallel = {dp = 8 : i64, tp = 1 : i64, pp = 1 : i64, zero = 2 : i64}`.
+`dp=1 tp=1 pp=1 zero=0` changes nothing but that attribute.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ class ParallelizePass(ModulePass):
     name = "parallelize"
 
     dp: int = 1
+    tp: int = 1
     pp: int = 1
     zero: int = 0
     bucket: int = 25_000_000
@@ -72,6 +81,8 @@ class ParallelizePass(ModulePass):
 
         if self.dp < 1:
             raise PassFailedException(f"parallelize: dp must be at least 1, got {self.dp}")
+        if self.tp < 1:
+            raise PassFailedException(f"parallelize: tp must be at least 1, got {self.tp}")
         if self.pp < 1:
             raise PassFailedException(f"parallelize: pp must be at least 1, got {self.pp}")
         if self.zero not in (0, 1, 2, 3):
@@ -85,8 +96,15 @@ class ParallelizePass(ModulePass):
         fn = graph.step_function(op)
         if not any(isinstance(o, train.OptimizerOp) for o in fn.body.block.ops):
             raise PassFailedException("parallelize: the step has no optimizer ops (run autodiff and insert-optimizer first)")
-        op.attributes["monet.parallel"] = DictionaryAttr({"dp": IntegerAttr(self.dp, 64), "pp": IntegerAttr(self.pp, 64),
-                                                          "zero": IntegerAttr(self.zero, 64)})
+        op.attributes["monet.parallel"] = DictionaryAttr({"dp": IntegerAttr(self.dp, 64), "tp": IntegerAttr(self.tp, 64),
+                                                          "pp": IntegerAttr(self.pp, 64), "zero": IntegerAttr(self.zero, 64)})
+        if self.tp > 1:
+            from monet_ir.parallel.tensor import tensor_parallel
+
+            try:
+                tensor_parallel(fn, self.tp)
+            except MonetError as e:
+                raise PassFailedException(f"parallelize: {e}") from None
         fns = [fn]
         if self.pp > 1:
             from monet_ir.parallel.stages import split_stages

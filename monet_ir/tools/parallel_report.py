@@ -45,17 +45,19 @@ def build_parallel_step(model: str, plan, *, dims=None, loss="cross-entropy", la
         say(f"activation-checkpoint ({checkpoint})")
         cp.apply(Context(), module)
         pipeline.append(cp.pipeline_pass_spec())
-    par = ParallelizePass(dp=plan.dp, pp=plan.pp, zero=plan.zero, bucket=plan.bucket, algorithm=plan.algorithm)
+    par = ParallelizePass(dp=plan.dp, tp=plan.tp, pp=plan.pp, zero=plan.zero, bucket=plan.bucket, algorithm=plan.algorithm)
     say(f"parallelize ({plan.spec()})")
-    par.apply(Context(), module)
+    from xdsl.utils.exceptions import PassFailedException
+
+    try:
+        par.apply(Context(), module)
+    except PassFailedException as e:
+        raise UsageError(f"{model}: --parallel {plan.spec()}: {str(e).splitlines()[0].removeprefix('parallelize: ')}") from None
     pipeline.append(par.pipeline_pass_spec())
     return module, pipeline
 
 
 def check_plan(plan, system) -> None:
-    if plan.tp > 1:
-        raise UsageError(f"--parallel {plan.spec()}: tensor parallelism is not implemented yet "
-                         "(data, pipeline and ZeRO are)")
     if plan.chips != system.chips:
         raise UsageError(f"--parallel {plan.spec()}: dp x tp x pp = {plan.chips} chips, system "
                          f"'{system.name}' has {system.chips}")

@@ -170,7 +170,6 @@ def test_report_cli(tmp_path, capsys):
     (["--parallel", "dp=4,zero=7"], "zero must be 0, 1, 2 or 3"),
     (["--parallel", "dp=2"], "dp x tp x pp = 2 chips, system '2x2_edge_npu' has 4"),
     (["--parallel", "dp=4,pipeline=2"], "'pipeline=2' is not KEY=VALUE"),
-    (["--parallel", "dp=2,tp=2"], "tensor parallelism is not implemented yet"),
     (["--parallel", "pp=4,schedule=zigzag"], "schedule must be gpipe or 1f1b"),
     (["--system", "nowhere"], "no such file and no built-in system"),
 ])

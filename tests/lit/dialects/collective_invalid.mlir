@@ -45,3 +45,15 @@ collective.send %x {group = "pp", size = 2 : i64, peer = 2 : i64} : tensor<2x4xf
 %g = "test.op"() : () -> tensor<8x4xf32>
 %a, %b = collective.all_reduce %g {group = "dp", size = 2 : i64} : tensor<8x4xf32> -> tensor<8x4xf32>, tensor<8x4xf32>
 // CHECK: collective.all_reduce: 1 operands but 2 results
+
+// -----
+
+%s = "test.op"() : () -> tensor<8x4xf32>
+%w = collective.all_gather %s {group = "tp", size = 2 : i64, axis = 1 : i64} : tensor<8x4xf32> -> tensor<8x4xf32>
+// CHECK: collective.all_gather: operand 0 has shape [8, 4], expected [8, 2] (1/2 of axis 1)
+
+// -----
+
+%s = "test.op"() : () -> tensor<8x3xf32>
+%w = collective.shard %s {group = "tp", size = 2 : i64, axis = 1 : i64} : tensor<8x3xf32> -> tensor<8x1xf32>
+// CHECK: collective.shard: size 2 does not divide axis 1 of tensor<8x3xf32>

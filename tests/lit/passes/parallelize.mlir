@@ -21,7 +21,7 @@ func.func @step(%x: tensor<2x3xf32> {monet.input = "x"}, %t: tensor<2x4xf32> {mo
   func.return %loss, %dw, %db : tensor<f32>, tensor<4x3xf32>, tensor<4xf32>
 }
 
-// DP:      builtin.module attributes {monet.parallel = {dp = 4 : i64, pp = 1 : i64, zero = 0 : i64}}
+// DP:      builtin.module attributes {monet.parallel = {dp = 4 : i64, tp = 1 : i64, pp = 1 : i64, zero = 0 : i64}}
 // DP:      %0 = collective.all_reduce %dw {group = "dp", size = 4 : i64} : tensor<4x3xf32> -> tensor<4x3xf32>
 // DP:      %1 = collective.all_reduce %db {group = "dp", size = 4 : i64} : tensor<4xf32> -> tensor<4xf32>
 // DP:      train.adam %w, %0,
