@@ -82,6 +82,7 @@ def main() -> None:
     import onnx
 
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # modules compiled once, as a user runs
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env["MONET_COST_CACHE"] = "off"
     print(f"GPT-2 shape: n_embd {args.embd}, {args.heads} heads, vocab {args.vocab}, {args.seq} positions, "

@@ -81,6 +81,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = dict(os.environ)
         base.pop("PYTHONPATH", None)
+        # as a user runs: the warm-up run writes the bytecode caches (with PYTHONDONTWRITEBYTECODE
+        # set, every changed or new module, and a whole --vs checkout, were compiled on every run)
+        base.pop("PYTHONDONTWRITEBYTECODE", None)
         sides = [("this checkout", base)]
         if args.vs:
             sides.append((f"vs {args.vs}", {**base, "PYTHONPATH": str(Path(args.vs).resolve())}))
