@@ -13,6 +13,7 @@ each: `<file>: node '<name>' (<domain>::<op_type>): <problem>`.
 from __future__ import annotations
 
 import math
+import re
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -640,9 +641,13 @@ class _LazyInitializer:
 # ---------------------------------------------------------------------- helpers
 
 
+_NOT_SSA = re.compile(r"[^\w.]")
+
+
 def ssa_name(onnx_name: str) -> str | None:
     """A readable SSA name from an ONNX tensor name (xDSL accepts [A-Za-z0-9_$.-])."""
-    cleaned = "".join(c if c.isalnum() or c in "_." else "_" for c in onnx_name).strip("_.")
+    # \w is str.isalnum() or "_", character by character
+    cleaned = _NOT_SSA.sub("_", onnx_name).strip("_.")
     if not cleaned or cleaned[0].isdigit():
         return None
     return cleaned[:64]

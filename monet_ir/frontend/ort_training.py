@@ -201,16 +201,24 @@ def collapse_decomposed_adam(imp: Any, nodes: list[Any]) -> list[Any]:
     """
     params = [o.name[: -len("_optimizer_end")] for o in imp.graph.output if o.name.endswith("_optimizer_end")]
     by_param: dict[str, list[Any]] = {p: [] for p in params}
+    names = [(p, f"Adam_Update_{p}", f"Adam_Optimizer_{p}", f"Adam_Optimizer_{p}_") for p in params]
     for node in nodes:
-        for p in params:
-            if node.name == f"Adam_Update_{p}" or node.name == f"Adam_Optimizer_{p}" or node.name.startswith(
-                f"Adam_Optimizer_{p}_"
-            ):
+        name = node.name
+        if not name.startswith("Adam_"):  # every cluster node's name does
+            continue
+        for p, update, optimizer, prefix in names:  # the first parameter that matches, in output order
+            if name == update or name == optimizer or name.startswith(prefix):
                 by_param[p].append(node)
                 break
+    # the nodes reading each value, indexed once (`nodes` keeps the graph's node objects alive, so
+    # protobuf hands out these same objects and a node is its identity)
+    readers: dict[str, list[Any]] = {}
+    for node in imp.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
     replaced: dict[int, FusedNode | None] = {}
     for p, cluster in by_param.items():
-        fused = _fuse_adam(imp, p, cluster)
+        fused = _fuse_adam(imp, p, cluster, readers)
         if fused is None:
             continue
         for i, node in enumerate(cluster):
@@ -225,7 +233,7 @@ def collapse_decomposed_adam(imp: Any, nodes: list[Any]) -> list[Any]:
     return out
 
 
-def _fuse_adam(imp: Any, param: str, cluster: list[Any]) -> FusedNode | None:
+def _fuse_adam(imp: Any, param: str, cluster: list[Any], readers: dict[str, list[Any]]) -> FusedNode | None:
     if not cluster:
         return None
     produced = {o for n in cluster for o in n.output}
@@ -246,10 +254,10 @@ def _fuse_adam(imp: Any, param: str, cluster: list[Any]) -> FusedNode | None:
     if len(others) != 1 or m not in external or v not in external:
         return None
     # intermediate values must not be read outside the cluster
-    consumers = {i for n in imp.graph.node if n not in cluster for i in n.input}
+    members = {id(n) for n in cluster}
     outputs = {o.name for o in imp.graph.output}
     for o in produced:
-        if o in consumers or (o in outputs and not o.endswith("_optimizer_end")):
+        if any(id(r) not in members for r in readers.get(o, ())) or (o in outputs and not o.endswith("_optimizer_end")):
             return None
     return FusedNode(
         param=param, grad=others.pop(), exp_avg=m, exp_avg_sq=v, nodes=cluster,

@@ -159,3 +159,19 @@ def test_autodiff_of_the_forward_part_trains_what_ort_trains():
     grads = {attrs.data["monet.grad"].data for attrs in (step_function(module).res_attrs or [])
              if "monet.grad" in attrs.data}
     assert grads == ort_updated == {"delta_weight_A", "delta_weight_B"}
+
+
+def test_an_adam_cluster_whose_intermediate_is_read_elsewhere_stays_element_wise():
+    """The collapse checks that no node outside a parameter's cluster reads one of its
+    intermediate values (here a node exports A's bias-corrected first moment)."""
+    import onnx
+
+    model = onnx.load_from_string(lora_training_graph())
+    peek = "delta_weight_A_optimizer1"
+    model.graph.node.append(helper.make_node("Identity", [peek], ["peek"], name="/peek/Identity"))
+    model.graph.output.append(helper.make_tensor_value_info("peek", F, [RANK, IN * K * K]))
+    module = import_onnx(model.SerializeToString(), source_name="lora_peek.onnx")
+    module.verify()
+    updated = {op.properties["node"].data for op in module.walk() if op.name == "train.adam"}
+    assert updated == {"delta_weight_B"}
+    assert sum(op.name == "nn.sqrt" for op in module.walk()) == 1  # A's update, imported node by node
