@@ -2,8 +2,10 @@
 energy under a main-memory budget and a latency budget (POET's problem).
 
 Genome: one gene per forward node with saved results (`poet.PoetModel.genes`), with the values
-0 = keep, 1 = recompute (recomputable nodes, with `--search checkpoint`), 2 = page (targets with
-a storage level, with `--search paging`). Fitness: the model of `monet_ir/explore/poet.py`
+0 = keep, 1 = recompute (recomputable nodes, with `--search checkpoint`), 2 = page and 3 = keep
+in storage (targets with a storage level, with `--search paging`), then one gene per other
+tensor that can be kept in storage (`poet.PoetModel.homes`: parameters, optimizer state, the
+batch, gradients, other values; with `--search paging`), 0 = in main memory, 1 = in storage. Fitness: the model of `monet_ir/explore/poet.py`
 (`poet.predict`: energy, latency, main-memory peak), minimized as (budget violation, energy):
 a feasible point beats every infeasible one, feasible points compare by energy, infeasible
 ones by how far they are over the budgets (relative excess summed). The GA is a (mu + lambda)
@@ -30,20 +32,25 @@ from typing import Any
 
 from monet_ir.explore import poet
 
-VALUES = ("keep", "recompute", "page")
+VALUES = ("keep", "recompute", "page", "store")
 
 
 @dataclass
 class EnergySearch:
     genes: list[str]
-    choices: list[tuple[int, ...]]  # allowed values per gene
+    choices: list[tuple[int, ...]]  # allowed values per gene (then per home)
     evaluated: dict[tuple[int, ...], tuple[float, float, float]] = field(default_factory=dict)  # energy, latency, peak
     best: tuple[int, ...] | None = None
     seconds: float = 0.0
     evaluations: int = 0
+    homes: list[str] = field(default_factory=list)
 
     def decisions(self, genome: Sequence[int]) -> dict[str, str]:
         return {g: VALUES[v] for g, v in zip(self.genes, genome)}
+
+    def stored(self, genome: Sequence[int]) -> list[str]:
+        """The homes the genome keeps in storage."""
+        return [h for h, v in zip(self.homes, genome[len(self.genes):]) if v]
 
 
 def violation(figures: tuple[float, float, float], memory_budget: float, time_budget: float) -> float:
@@ -59,20 +66,24 @@ def search(model: poet.PoetModel, memory_budget: float, time_budget: float = mat
     """The GA of the module docstring on the model."""
     start = time.perf_counter()
     choices = []
-    for can in model.can_recompute:
+    for g, can in enumerate(model.can_recompute):
         allowed = [0]
         if recompute and can:
             allowed.append(1)
         if page and model.can_page:
             allowed.append(2)
+            if model.can_store(g):
+                allowed.append(3)
         choices.append(tuple(allowed))
-    result = EnergySearch(list(model.genes), choices)
+    homes = list(model.homes) if page and model.can_page else []
+    choices += [(0, 1)] * len(homes)
+    result = EnergySearch(list(model.genes), choices, homes=homes)
     rng = random.Random(seed)
 
     def figures(genome: tuple[int, ...]) -> tuple[float, float, float]:
         known = result.evaluated.get(genome)
         if known is None:
-            known = result.evaluated[genome] = poet.predict(model, result.decisions(genome))
+            known = result.evaluated[genome] = poet.predict(model, result.decisions(genome), result.stored(genome))
         return known
 
     def fitness(genome: tuple[int, ...]) -> tuple[float, float]:
@@ -80,18 +91,30 @@ def search(model: poet.PoetModel, memory_budget: float, time_budget: float = mat
         return violation(f, memory_budget, time_budget), f[0]
 
     n = len(choices)
+    G = len(model.genes)
     seeds = [tuple(0 for _ in choices)]
-    for value in (1, 2):
+    for value in (1, 2, 3):
         seeds.append(tuple(value if value in c else 0 for c in choices))
+    if homes:  # every home kept in storage, with each gene value
+        for value in (0, 1, 2, 3):
+            seeds.append(tuple((value if value in c else 0) if i < G else 1 for i, c in enumerate(choices)))
+        # the largest homes in storage: the k largest, for k = 1, 2, 4, ...
+        largest = sorted(range(len(homes)), key=lambda c: -max(m[2] for m in model.home_members[c]))
+        k = 1
+        while k < len(homes):
+            chosen = {G + c for c in largest[:k]}
+            seeds.append(tuple(1 if i in chosen else 0 for i in range(n)))
+            k *= 2
     for i, c in enumerate(choices):
         for value in c[1:]:
             genome = [0] * n
             genome[i] = value
             seeds.append(tuple(genome))
     # Chen-style periodic plans: keep every k-th gene, drop (recompute, else page) the others
-    for k in range(2, int(math.isqrt(max(1, n))) + 3):
+    for k in range(2, int(math.isqrt(max(1, G))) + 3):
         for offset in range(k):
-            seeds.append(tuple(0 if i % k == offset else (1 if 1 in c else c[-1]) for i, c in enumerate(choices)))
+            seeds.append(tuple(0 if i % k == offset or i >= G else (1 if 1 in c else c[-1])
+                               for i, c in enumerate(choices)))
     seeds = list(dict.fromkeys(seeds))
     pool = sorted(seeds, key=lambda g: (fitness(g), g))[:population]
     while len(pool) < population:
@@ -111,12 +134,83 @@ def search(model: poet.PoetModel, memory_budget: float, time_budget: float = mat
                     child[i] = rng.choice(c)
             children.append(tuple(child))
         pool = sorted(set(pool) | set(children), key=lambda g: (fitness(g), g))[:population]
+    pool = sorted(pool, key=lambda g: (fitness(g), g))
+    small = n <= PAIR_LIMIT
+    improve(pool[0], choices, fitness, pairs=small)
+    # the cheapest plans found, feasible or not, repaired greedily: the change that removes most
+    # budget excess per energy added, until within budget; then the local search
+    starts = sorted(set(pool) | set(seeds), key=lambda g: (figures(g)[0], g))[:8 if small else 2]
+    for genome in starts:
+        improve(repair(genome, choices, figures, memory_budget, time_budget), choices, fitness, pairs=small)
     feasible = [g for g in result.evaluated if violation(result.evaluated[g], memory_budget, time_budget) == 0]
     if feasible:
         result.best = min(feasible, key=lambda g: (result.evaluated[g][0], g))
     result.evaluations = len(result.evaluated)
     result.seconds = time.perf_counter() - start
     return result
+
+
+PAIR_LIMIT = 64  # genomes up to this length also try every pair of changes
+
+
+def repair(genome: tuple[int, ...], choices: Sequence[tuple[int, ...]],
+           figures: Callable[[tuple[int, ...]], tuple[float, float, float]], memory_budget: float,
+           time_budget: float) -> tuple[int, ...]:
+    """Change one gene at a time, each time the change that removes most budget excess per
+    energy it adds, until the genome meets the budgets (or no change removes excess)."""
+    current = genome
+    over = violation(figures(current), memory_budget, time_budget)
+    while over > 0:
+        energy = figures(current)[0]
+        best = None
+        for i, c in enumerate(choices):
+            for v in c:
+                if v == current[i]:
+                    continue
+                g = current[:i] + (v,) + current[i + 1:]
+                f = figures(g)
+                gain = over - violation(f, memory_budget, time_budget)
+                if gain <= 0:
+                    continue
+                score = gain / max(f[0] - energy, 1e-9 * max(abs(energy), 1.0))
+                if best is None or score > best[0]:
+                    best = (score, g)
+        if best is None:
+            return current
+        current = best[1]
+        over = violation(figures(current), memory_budget, time_budget)
+    return current
+
+
+def improve(genome: tuple[int, ...], choices: Sequence[tuple[int, ...]], fitness: Callable[[tuple[int, ...]], Any],
+            pairs: bool) -> tuple[int, ...]:
+    """Local search from the GA's best: take the best single-gene change while one improves the
+    fitness, then (short genomes) the best change of two genes, and again."""
+    best, best_fit = genome, fitness(genome)
+    while True:
+        moves = [(i, v) for i, c in enumerate(choices) for v in c if v != best[i]]
+        found = None
+        for i, v in moves:
+            g = best[:i] + (v,) + best[i + 1:]
+            f = fitness(g)
+            if f < best_fit:
+                found, best_fit = g, f
+        if found is None and pairs:
+            for a in range(len(moves)):
+                i, v = moves[a]
+                for b in range(a + 1, len(moves)):
+                    k, w = moves[b]
+                    if k == i:
+                        continue
+                    g = list(best)
+                    g[i], g[k] = v, w
+                    g = tuple(g)
+                    f = fitness(g)
+                    if f < best_fit:
+                        found, best_fit = g, f
+        if found is None:
+            return best
+        best = found
 
 
 def front(result: EnergySearch) -> list[tuple[int, ...]]:
@@ -147,23 +241,26 @@ def run(evaluator: Any, out: Path, memory_budget: float, time_budget: float, *, 
         energy, latency, peak = result.evaluated[genome]
         rows.append({"energy_pj": energy, "latency_cycles": latency, "peak_bytes": peak,
                      "feasible": violation((energy, latency, peak), memory_budget, time_budget) == 0,
-                     "plan": {g: d for g, d in result.decisions(genome).items() if d != "keep"}})
+                     "plan": {g: d for g, d in result.decisions(genome).items() if d != "keep"},
+                     "storage": result.stored(genome)})
     (out / "front.json").write_text(json.dumps({"budgeted": model.budgeted, "memory_budget": memory_budget,
                                                 "time_budget": time_budget if math.isfinite(time_budget) else None,
                                                 "points": rows}, indent=1) + "\n")
     with (out / "front.csv").open("w", encoding="utf-8") as handle:
-        handle.write("energy_pj,latency_cycles,peak_bytes,feasible,recompute,page\n")
+        handle.write("energy_pj,latency_cycles,peak_bytes,feasible,recompute,page,store\n")
         for row in rows:
             plan = row["plan"]
             handle.write(f"{row['energy_pj']:.6g},{row['latency_cycles']:.0f},{row['peak_bytes']:.0f},{row['feasible']},"
                          f"{' '.join(g for g, d in plan.items() if d == 'recompute')},"
-                         f"{' '.join(g for g, d in plan.items() if d == 'page')}\n")
+                         f"{' '.join(g for g, d in plan.items() if d == 'page')},"
+                         f"{' '.join([*(g for g, d in plan.items() if d == 'store'), *row['storage']])}\n")
     lines = [f"MONET exploration: energy under budgets on {evaluator.target.name}: main memory "
              f"'{model.budgeted}' <= {memory_budget:,.0f} bytes"
              + (f", latency <= {time_budget:,.0f} cycles" if math.isfinite(time_budget) else ""),
              f"  GA: {result.evaluations} plans evaluated on the model in {result.seconds:.1f} s, "
              f"{len(rows)} Pareto points (energy, peak, latency)"]
     chosen = result.decisions(result.best) if result.best is not None else None
+    chosen_stored = result.stored(result.best) if result.best is not None else []
     milp_energy = math.nan
     if exact:
         solution = poet.solve_measured(evaluator, model, memory_budget, time_budget, recompute=recompute, page=page)
@@ -173,27 +270,32 @@ def run(evaluator: Any, out: Path, memory_budget: float, time_budget: float, *, 
                                                         if solution.decisions else ""))
         (out / "milp.json").write_text(json.dumps({
             "status": solution.status, "energy_pj": solution.energy_pj, "latency_cycles": solution.latency_cycles,
-            "peak_bytes": solution.peak_bytes, "plan": solution.plan(), "measured": solution.measured,
+            "peak_bytes": solution.peak_bytes, "plan": solution.plan(), "storage": solution.stored,
+            "measured": solution.measured,
             "seconds": solution.seconds, "variables": solution.variables, "constraints": solution.constraints,
             "rounds": solution.rounds}, indent=1, default=float) + "\n")
         if solution.decisions and (chosen is None or solution.energy_pj < result.evaluated[result.best][0]):
-            chosen = solution.decisions
+            chosen, chosen_stored = solution.decisions, solution.stored
     if result.best is not None and not math.isnan(milp_energy) and milp_energy > 0:
         gap = (result.evaluated[result.best][0] - milp_energy) / milp_energy
         lines.append(f"  GA gap to the MILP: {gap * 100:.2f} %")
     if chosen is None:
         lines.append("  chosen: none (no plan meets the budgets)")
         return "\n".join(lines) + "\n"
-    measured = poet.measure(evaluator, chosen)
-    plan = {g: d for g, d in chosen.items() if d != "keep"}
-    write_plan(str(out / "plan.json"), plan, target=evaluator.target.name, budgeted=model.budgeted,
+    storage = model.stored_names(chosen, chosen_stored)
+    tile = model.tile if storage else None
+    measured = poet.measure(evaluator, chosen, storage, tile)
+    plan = {g: d for g, d in chosen.items() if d in ("recompute", "page")}
+    write_plan(str(out / "plan.json"), plan, storage=storage, tile_bytes=tile,
+               target=evaluator.target.name, budgeted=model.budgeted,
                memory_budget=memory_budget, time_budget=time_budget if math.isfinite(time_budget) else None,
                measured=measured)
     command = " ".join(["monet", "report", *report_args, "--checkpoint", f"plan={out / 'plan.json'}", "--out", "DIR"])
     (out / "chosen_command.txt").write_text(command + "\n")
     recomputed = [g for g, d in plan.items() if d == "recompute"]
     paged = [g for g, d in plan.items() if d == "page"]
-    lines.append(f"  chosen: {len(recomputed)} recomputed, {len(paged)} paged; measured {measured['energy_pj'] / 1e9:.6g} mJ, "
+    lines.append(f"  chosen: {len(recomputed)} recomputed, {len(paged)} paged, {len(storage)} tensors kept in storage; "
+                 f"measured {measured['energy_pj'] / 1e9:.6g} mJ, "
                  f"{measured['latency_cycles']:,.0f} cycles, '{model.budgeted}' peak {measured['peak_bytes']:,.0f} bytes, "
                  f"{measured['paged_bytes']:,.0f} bytes paged")
     meets = measured["peak_bytes"] <= memory_budget and measured["latency_cycles"] <= time_budget

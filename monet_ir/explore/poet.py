@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-DECISIONS = ("keep", "recompute", "page")
+DECISIONS = ("keep", "recompute", "page", "store")
 
 
 @dataclass
@@ -80,6 +80,43 @@ class PoetModel:
     base_latency: float = 0.0
     base_energy: float = 0.0
     budgeted: str = "dram"
+    # tensors that can be kept in storage (a plan's "storage" list), see `_storage_homes`:
+    # other tensors (parameters, optimizer state, the batch, gradients, values no backward op
+    # reads), each counted in `base` from lo to hi when in main memory ...
+    # (a name may stand for several tensors, e.g. the partial gradients of a value read twice:
+    # one decision for all of them; per tensor its (lo, hi, bytes))
+    homes: list[str] = field(default_factory=list)
+    home_members: list[list[tuple[int, int, float]]] = field(default_factory=list)
+    # ... and, when kept in storage, buffers around their uses: point -> bytes
+    home_points: list[dict[int, float]] = field(default_factory=list)
+    home_cycles: list[float] = field(default_factory=list)  # its transfers' time, reference cycles
+    home_energy: list[float] = field(default_factory=list)  # pJ
+    # a gene stored: its saved storages kept in storage (names, or None when one cannot be named)
+    storage_name: list[str | None] = field(default_factory=list)
+    storage_points: list[list[int]] = field(default_factory=list)
+    storage_buffer: list[float] = field(default_factory=list)
+    storage_cycles: list[float] = field(default_factory=list)
+    storage_energy: list[float] = field(default_factory=list)
+    tile: int = 0
+    # a recompute clone reading a tensor kept in storage pages it in again: per pair (kind "home"
+    # or "storage", its index, the recomputable op j, cycles, pJ, buffer bytes), counted when both
+    # the tensor is kept in storage and j is recomputed, its buffer at clone_points[j]
+    clone_reads: list[tuple[str, int, int, float, float, float]] = field(default_factory=list)
+    clone_points: dict[int, list[int]] = field(default_factory=dict)
+
+    def can_store(self, g: int) -> bool:
+        """Whether gene g's saved storages can all be kept in storage."""
+        if not self.can_page or not self.storage_name:
+            return False
+        names = [self.storage_name[s] for s, gene in enumerate(self.storage_gene) if gene == g]
+        return bool(names) and all(names)
+
+    def stored_names(self, decisions: Mapping[str, str], stored: Sequence[str] = ()) -> list[str]:
+        """The plan's storage list: the homes chosen and the storages of the genes stored."""
+        gene_index = {g: i for i, g in enumerate(self.genes)}
+        chosen = {gene_index[g] for g, d in decisions.items() if d == "store"}
+        names = [n for s, n in enumerate(self.storage_name) if self.storage_gene[s] in chosen and n]
+        return list(dict.fromkeys([*names, *stored]))
 
 
 @dataclass
@@ -96,6 +133,7 @@ class PoetSolution:
     constraints: int = 0
     measured: dict[str, float] = field(default_factory=dict)
     rounds: int = 0
+    stored: list[str] = field(default_factory=list)  # homes kept in storage
 
     @property
     def feasible(self) -> bool:
@@ -108,18 +146,23 @@ class PoetSolution:
 # ---------------------------------------------------------------------- evaluation of the model
 
 
-def predict(model: PoetModel, decisions: Mapping[str, str]) -> tuple[float, float, float]:
-    """(energy pJ, latency cycles, peak bytes) of the model for these decisions (no solver)."""
+def predict(model: PoetModel, decisions: Mapping[str, str], stored: Sequence[str] = ()) -> tuple[float, float, float]:
+    """(energy pJ, latency cycles, peak bytes) of the model for these decisions and homes kept
+    in storage (no solver)."""
     index = {g: i for i, g in enumerate(model.genes)}
     d = [0] * len(model.genes)
     q = [0] * len(model.genes)
+    st = [0] * len(model.genes)
     for g, choice in decisions.items():
         if choice == "recompute":
             d[index[g]] = 1
         elif choice == "page":
             q[index[g]] = 1
+        elif choice == "store":
+            st[index[g]] = 1
     z = [d[g] for g in model.storage_gene]
     pz = [q[g] for g in model.storage_gene]
+    sz = [st[g] for g in model.storage_gene]
     r = [0] * len(model.op_cycles)
     for j, s in model.view_needs:
         r[j] = max(r[j], z[s])
@@ -138,6 +181,31 @@ def predict(model: PoetModel, decisions: Mapping[str, str]) -> tuple[float, floa
     latency = model.base_latency + sum(c * on for c, on in zip(model.op_cycles, r)) + \
         sum(c * on for c, on in zip(model.page_cycles, pz))
     extra = [0.0] * model.points
+    home_index = {n: c for c, n in enumerate(model.homes)}
+    for name in stored:
+        c = home_index[name]
+        energy += model.home_energy[c]
+        latency += model.home_cycles[c]
+        for lo, hi, nbytes in model.home_members[c]:
+            for p in range(lo, hi + 1):
+                extra[p] -= nbytes
+        for p, nbytes in model.home_points[c].items():
+            extra[p] += nbytes
+    for s, on in enumerate(sz):
+        if on:
+            energy += model.storage_energy[s]
+            latency += model.storage_cycles[s]
+            for p in range(model.prod[s], model.last_backward[s] + 1):
+                extra[p] -= model.storage_bytes[s]
+            for p in model.storage_points[s]:
+                extra[p] += model.storage_buffer[s]
+    stored_homes = {home_index[n] for n in stored}
+    for kind, i, j, cycles, pj, nbytes in model.clone_reads:
+        if r[j] and (i in stored_homes if kind == "home" else sz[i]):
+            energy += pj
+            latency += cycles
+            for p in model.clone_points.get(j, ()):
+                extra[p] += nbytes
     for j, s in model.downstream:
         if r[j] and z[s] and model.intermediate_bytes[j]:
             extra[model.first_backward[s]] += model.intermediate_bytes[j]
@@ -205,9 +273,13 @@ def solve(model: PoetModel, memory_budget: float, time_budget: float = math.inf,
         if model.intermediate_bytes and model.intermediate_bytes[j]:
             at_point.setdefault(model.first_backward[s], []).append((j, s))
     page = page and model.can_page
+    H = len(model.homes) if page else 0
     d0, q0, r0, y0 = 0, G, 2 * G, 2 * G + J
+    t0, h0 = 2 * G + J + F, 3 * G + J + F  # store gene g; keep home c in storage
+    s0 = h0 + H  # S_p: bytes of the homes kept in storage that would be alive at p (continuous)
+    binaries = s0
     w_index: dict[tuple[int, int], int] = {}
-    n = 2 * G + J + F
+    n = s0 + (model.points if H else 0)
 
     rows: list[tuple[dict[int, float], float, float]] = []
 
@@ -221,7 +293,31 @@ def solve(model: PoetModel, memory_budget: float, time_budget: float = math.inf,
         return q0 + model.storage_gene[s]
 
     for g in range(G):
-        add({d0 + g: 1.0, q0 + g: 1.0}, -math.inf, 1.0)
+        add({d0 + g: 1.0, q0 + g: 1.0, t0 + g: 1.0}, -math.inf, 1.0)
+    if H:
+        starts: dict[int, list[int]] = {}
+        ends: dict[int, list[int]] = {}
+        for c, members in enumerate(model.home_members):
+            for lo, hi, nbytes in members:
+                starts.setdefault(lo, []).append((c, nbytes))
+                ends.setdefault(hi + 1, []).append((c, nbytes))
+        for p in range(model.points):
+            coeffs = {s0 + p: 1.0}
+            if p:
+                coeffs[s0 + p - 1] = -1.0
+            for c, nbytes in starts.get(p, ()):
+                coeffs[h0 + c] = coeffs.get(h0 + c, 0.0) - nbytes
+            for c, nbytes in ends.get(p, ()):
+                coeffs[h0 + c] = coeffs.get(h0 + c, 0.0) + nbytes
+            add(coeffs, 0.0, 0.0)
+    home_at: dict[int, list[tuple[int, float]]] = {}
+    for c, pts in enumerate(model.home_points[:H]):
+        for p, nbytes in pts.items():
+            home_at.setdefault(p, []).append((c, nbytes))
+    store_at: dict[int, list[int]] = {}
+    for s_, pts in enumerate(model.storage_points):
+        for p in pts:
+            store_at.setdefault(p, []).append(s_)
     for j, s in model.view_needs:
         add({r0 + j: 1.0, col_z(s): -1.0}, 0.0, math.inf)
     for p_, c, s in model.chained:
@@ -262,10 +358,25 @@ def solve(model: PoetModel, memory_budget: float, time_budget: float = math.inf,
                 u_index[(j, s)] = n
                 n += 1
                 add({u_index[(j, s)]: 1.0, r0 + j: -1.0, col_z(s): -1.0}, -1.0, math.inf)
+    # a clone reading a tensor kept in storage: v >= x + r_j - 1 (continuous), paged in again
+    v_index: list[int] = []
+    clone_at: dict[int, list[tuple[int, float]]] = {}
+    if page:
+        for kind, i, j, _, _, nbytes in model.clone_reads:
+            x_col = (h0 + i) if kind == "home" else (t0 + model.storage_gene[i])
+            if kind == "home" and i >= H:
+                continue
+            v_index.append(n)
+            add({n: 1.0, x_col: -1.0, r0 + j: -1.0}, -1.0, math.inf)
+            for p in model.clone_points.get(j, ()):
+                clone_at.setdefault(p, []).append((n, nbytes))
+            n += 1
     # memory at every point
     for p in range(model.points):
         coeffs: dict[int, float] = {}
         constant = model.base[p]
+        for col, nbytes in clone_at.get(p, ()):
+            coeffs[col] = coeffs.get(col, 0.0) + nbytes
         for j, s in at_point.get(p, ()):
             coeffs[u_index[(j, s)]] = coeffs.get(u_index[(j, s)], 0.0) + model.intermediate_bytes[j]
         for s in range(S):
@@ -286,27 +397,56 @@ def solve(model: PoetModel, memory_budget: float, time_budget: float = math.inf,
         for k, (lo, hi) in enumerate(model.frontier_life):
             if lo <= p <= hi:
                 coeffs[y0 + k] = coeffs.get(y0 + k, 0.0) + model.frontier_bytes[k]
+        if model.storage_points:
+            for s_ in range(S):
+                if model.prod[s_] <= p <= model.last_backward[s_]:
+                    col = t0 + model.storage_gene[s_]
+                    coeffs[col] = coeffs.get(col, 0.0) - model.storage_bytes[s_]
+            for s_ in store_at.get(p, ()):
+                col = t0 + model.storage_gene[s_]
+                coeffs[col] = coeffs.get(col, 0.0) + model.storage_buffer[s_]
+        if H:
+            coeffs[s0 + p] = -1.0
+            for c, nbytes in home_at.get(p, ()):
+                coeffs[h0 + c] = coeffs.get(h0 + c, 0.0) + nbytes
         add(coeffs, -math.inf, memory_budget - constant)
     if math.isfinite(time_budget):
         latency = {r0 + j: c for j, c in enumerate(model.op_cycles)}
         for s in range(S):
             latency[col_pz(s)] = latency.get(col_pz(s), 0.0) + model.page_cycles[s]
+            if model.storage_cycles:
+                col = t0 + model.storage_gene[s]
+                latency[col] = latency.get(col, 0.0) + model.storage_cycles[s]
+        for c in range(H):
+            latency[h0 + c] = model.home_cycles[c]
+        for col, pair in zip(v_index, [p_ for p_ in model.clone_reads if p_[0] != "home" or p_[1] < H]):
+            latency[col] = pair[3]
         add(latency, -math.inf, time_budget - model.base_latency)
 
     cost = np.zeros(n)
     cost[r0:r0 + J] = model.op_energy
     for s in range(S):
         cost[col_pz(s)] += model.page_energy[s]
+        if model.storage_energy:
+            cost[t0 + model.storage_gene[s]] += model.storage_energy[s]
+    cost[h0:h0 + H] = model.home_energy[:H]
+    for col, pair in zip(v_index, [p_ for p_ in model.clone_reads if p_[0] != "home" or p_[1] < H]):
+        cost[col] = pair[4]
     upper = np.ones(n)
+    lower = np.zeros(n)
+    if H:
+        upper[s0:s0 + model.points] = math.inf  # S_p >= 0, defined by its equality rows
     for g in range(G):
         if not (recompute and model.can_recompute[g]):
             upper[d0 + g] = 0.0
         if not page:
             upper[q0 + g] = 0.0
+        if not (page and model.can_store(g)):
+            upper[t0 + g] = 0.0
     integrality = np.zeros(n)
-    integrality[:2 * G + J + F] = 1
+    integrality[:binaries] = 1
     data, ri, ci = [], [], []
-    lower = np.empty(len(rows))
+    lower_rows = np.empty(len(rows))
     upper_rows = np.empty(len(rows))
     for i, (coeffs, lo, hi) in enumerate(rows):
         for col, value in coeffs.items():
@@ -314,11 +454,11 @@ def solve(model: PoetModel, memory_budget: float, time_budget: float = math.inf,
                 ri.append(i)
                 ci.append(col)
                 data.append(value)
-        lower[i], upper_rows[i] = lo, hi
+        lower_rows[i], upper_rows[i] = lo, hi
     A = coo_matrix((data, (ri, ci)), shape=(len(rows), n)).tocsr()
     start = time.perf_counter()
-    result = milp(cost, constraints=LinearConstraint(A, lower, upper_rows), integrality=integrality,
-                  bounds=Bounds(np.zeros(n), upper),
+    result = milp(cost, constraints=LinearConstraint(A, lower_rows, upper_rows), integrality=integrality,
+                  bounds=Bounds(lower, upper),
                   options={"time_limit": time_limit, "mip_rel_gap": 1e-9, "presolve": True})
     seconds = time.perf_counter() - start
     if result.status == 0:
@@ -333,9 +473,12 @@ def solve(model: PoetModel, memory_budget: float, time_budget: float = math.inf,
     if result.x is None:
         return solution
     x = result.x
-    solution.decisions = {g: ("recompute" if x[d0 + i] > 0.5 else "page" if x[q0 + i] > 0.5 else "keep")
+    solution.decisions = {g: ("recompute" if x[d0 + i] > 0.5 else "page" if x[q0 + i] > 0.5 else
+                              "store" if x[t0 + i] > 0.5 else "keep")
                           for i, g in enumerate(model.genes)}
-    solution.energy_pj, solution.latency_cycles, solution.peak_bytes = predict(model, solution.decisions)
+    solution.stored = [model.homes[c] for c in range(H) if x[h0 + c] > 0.5]
+    solution.energy_pj, solution.latency_cycles, solution.peak_bytes = predict(model, solution.decisions,
+                                                                               solution.stored)
     return solution
 
 
@@ -449,6 +592,7 @@ def build_model(evaluator: Any) -> PoetModel:
     roots = set(readers) | {storage_of(r) for op in ops for r in op.results}
     for arg in fn.body.block.args:
         roots.add(arg)
+    spans: dict[Any, tuple[int, int, float]] = {}
     for root in roots:
         if root in s_index:
             continue
@@ -460,6 +604,7 @@ def build_model(evaluator: Any) -> PoetModel:
         else:
             continue
         nbytes = size(root)
+        spans[root] = (lo, hi, nbytes)
         for p in range(lo, hi + 1):
             base[p] += nbytes
     prod, last_forward, first_backward, last_backward = [], [], [], []
@@ -534,10 +679,166 @@ def build_model(evaluator: Any) -> PoetModel:
     backward_end = max((i for i in range(points) if phase[i] in ("backward", "recompute")), default=points - 1)
     frontier_roots = _frontier_roots(cones, evaluator)
     model.frontier_life = [(position.get(root.op, 0), backward_end) for root in frontier_roots]
+    if storage is not None:
+        home_of, transfer = _storage_homes(model, evaluator, fn, ops, phase, readers, spans, storages, size)
+        _clone_reads(model, cones, cone_storage, home_of, s_index, size, transfer)
     measured = measure(evaluator, {})
     model.base_latency = measured["latency_cycles"]
     model.base_energy = measured["energy_pj"]
     return model
+
+
+def _storage_homes(model: PoetModel, evaluator: Any, fn: Any, ops: list[Any], phase: list[str],
+                   readers: dict[Any, list[int]], spans: dict[Any, tuple[int, int, float]], storages: list[Any],
+                   size: Callable[[Any], float]) -> tuple[dict[Any, int], Callable[..., tuple[float, float]]]:
+    """The tensors the model may keep in storage (a plan's `storage` list, see
+    `monet_ir.schedule.paging`): every tensor of `spans` (in `base`) and every saved storage
+    with a name of its own in the step, of at least one storage page. When kept in storage a
+    tensor occupies a buffer (whole, or a tile) at each op that reads it, at its producer and
+    the op after it (the page-out), and after each in-place update (the write-back); its
+    transfers are priced as the scheduler prices them (pieces of a tile, one latency each; a
+    loop nest reading two operands larger than a tile re-reads the larger per tile of the
+    smaller, counted as if every such operand were stored)."""
+    from collections import Counter
+
+    from xdsl.ir import BlockArgument
+
+    from monet_ir import graph as ir_graph
+    from monet_ir.analysis.ir_signatures import signature_of
+    from monet_ir.cost.signature import LoopNestSig
+    from monet_ir.schedule.paging import default_tile, tile_passes
+
+    target = evaluator.target
+    storage, main, freq = target.storage, target.dram, target.frequency_hz
+    tile = default_tile(target)
+    model.tile = tile
+    arg_names = {arg: info.name for arg, info in zip(fn.body.block.args, ir_graph.arg_infos(fn)) if info.name}
+    arg_roles = {arg: info.role for arg, info in zip(fn.body.block.args, ir_graph.arg_infos(fn))}
+    counts = Counter(arg_names.values())
+    for op in fn.body.block.ops:
+        counts.update(r.name_hint for r in op.results if r.name_hint)
+
+    def name_of(root: Any) -> str | None:
+        return arg_names.get(root) if isinstance(root, BlockArgument) else getattr(root, "name_hint", None)
+
+    loop_nest: dict[int, bool] = {}
+
+    def is_loop_nest(u: int) -> bool:
+        known = loop_nest.get(u)
+        if known is None:
+            known = loop_nest[u] = isinstance(signature_of(ops[u], evaluator.bits), LoopNestSig)
+        return known
+
+    def transfer(nbytes: float, write: bool) -> tuple[float, float]:
+        pieces = max(1, math.ceil(nbytes / tile))
+        moved = storage.rounded(int(min(nbytes, tile))) * pieces if nbytes > tile else storage.rounded(int(nbytes))
+        bandwidth = storage.write_bandwidth_bytes_per_s if write else storage.read_bandwidth_bytes_per_s
+        seconds = pieces * storage.latency_s + moved / bandwidth
+        energy = moved * 8 * (storage.write_energy_pj_per_bit if write else storage.read_energy_pj_per_bit)
+        if main is not None:
+            energy += nbytes * 8 * (main.read_energy_pj_per_bit if write else main.write_energy_pj_per_bit)
+        return seconds * freq, energy
+
+    def priced(root: Any, nbytes: float, produced_at: int | None, updated: bool) -> tuple[list[int], float, float]:
+        uses = sorted(set(readers.get(root, ())))
+        points = set(uses)
+        cycles = energy = 0.0
+        for u in uses:
+            passes = 1
+            if nbytes > tile and is_loop_nest(u):
+                others = [size(v) for v in ops[u].operands if v is not root]
+                passes = tile_passes(int(nbytes), [int(b) for b in others], tile)
+            c, e = transfer(nbytes * passes, write=False)
+            cycles, energy = cycles + c, energy + e
+            if updated and phase[u] == "optimizer":  # the in-place update is written back
+                points.add(u + 1)
+                c, e = transfer(nbytes, write=True)
+                cycles, energy = cycles + c, energy + e
+        if produced_at is not None:
+            points.update((produced_at, produced_at + 1))
+            c, e = transfer(nbytes, write=True)
+            cycles, energy = cycles + c, energy + e
+        return sorted(p for p in points if 0 <= p < model.points), cycles, energy
+
+    home_of: dict[Any, int] = {}
+    minimum = max(storage.page_bytes, 1)
+    saved_names = {name_of(s) for s in storages}
+    groups: dict[str, list[tuple[int, int, float, Any]]] = {}
+    for root, (lo, hi, nbytes) in spans.items():
+        name = name_of(root)
+        if name and name not in saved_names:
+            groups.setdefault(name, []).append((lo, hi, nbytes, root))
+    for name, members in sorted(groups.items(), key=lambda kv: (min(m[0] for m in kv[1]), kv[0])):
+        # every tensor of that name (the scheduler keeps them all in storage), not too small
+        if len(members) != sum(1 for _ in range(counts[name])) or max(m[2] for m in members) < minimum:
+            continue
+        points: dict[int, float] = {}
+        cycles = energy = 0.0
+        for lo, hi, nbytes, root in members:
+            produced = None if isinstance(root, BlockArgument) else lo
+            updated = arg_roles.get(root) in ("param", "state")
+            at, c, e = priced(root, nbytes, produced, updated)
+            for p in at:
+                points[p] = points.get(p, 0.0) + float(min(nbytes, tile))
+            cycles, energy = cycles + c, energy + e
+        for member in members:
+            home_of[member[3]] = len(model.homes)
+        model.homes.append(name)
+        model.home_members.append([(lo, hi, nbytes) for lo, hi, nbytes, _ in members])
+        model.home_points.append(points)
+        model.home_cycles.append(cycles)
+        model.home_energy.append(energy)
+    for s in storages:
+        nbytes = size(s)
+        name = name_of(s)
+        name = name if name and counts[name] == 1 else None
+        points, cycles, energy = priced(s, nbytes, model.prod[len(model.storage_name)], False)
+        model.storage_name.append(name)
+        model.storage_points.append(points)
+        model.storage_buffer.append(float(min(nbytes, tile)))
+        model.storage_cycles.append(cycles)
+        model.storage_energy.append(energy)
+    return home_of, transfer
+
+
+def _clone_reads(model: PoetModel, cones: Any, cone_storage: dict[int, int], home_of: dict[Any, int],
+                 s_index: dict[Any, int], size: Callable[[Any], float],
+                 transfer: Callable[..., tuple[float, float]]) -> None:
+    """The reads of tensors that may be kept in storage by recomputable ops (see
+    `PoetModel.clone_reads`); a clone runs before the first backward reader of a dropped storage
+    downstream of it: its buffer is counted at that reader and the op before it, for each."""
+    from monet_ir.analysis.saved import storage_of
+
+    users: dict[int, list[int]] = {}
+    for p_, c, _ in cones.chained:
+        users.setdefault(p_, []).append(c)
+    makes: dict[int, list[int]] = {}
+    for j, s in cones.view_needs:
+        makes.setdefault(j, []).append(cone_storage[s])
+    for j, op in enumerate(cones.ops):
+        reads = []
+        for v in dict.fromkeys(storage_of(v) for v in op.operands):
+            if v in home_of:
+                reads.append(("home", home_of[v], v))
+            elif v in s_index and model.storage_name[s_index[v]]:
+                reads.append(("storage", s_index[v], v))
+        if not reads:
+            continue
+        seen, stack, found = {j}, [j], set()
+        while stack:
+            k = stack.pop()
+            found.update(makes.get(k, ()))
+            for c in users.get(k, ()):
+                if c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+        points = sorted({p for s in found for p in (model.first_backward[s] - 1, model.first_backward[s])
+                         if 0 <= p < model.points})
+        model.clone_points[j] = points
+        for kind, i, v in reads:
+            nbytes = size(v)
+            cycles, energy = transfer(nbytes, write=False)
+            model.clone_reads.append((kind, i, j, cycles, energy, float(min(nbytes, model.tile))))
 
 
 def _frontier_roots(cones: Any, evaluator: Any) -> list[Any]:
@@ -587,9 +888,12 @@ def op_cost(evaluator: Any, op: Any) -> tuple[float, float]:
 # ---------------------------------------------------------------------- measured by the real scheduler
 
 
-def measure(evaluator: Any, decisions: Mapping[str, str]) -> dict[str, float]:
-    """Latency, energy and main-memory peak of the step with this plan, through the real
-    `activation-checkpoint{policy="plan=..."}` pass and scheduler (as `monet report`)."""
+def measure(evaluator: Any, decisions: Mapping[str, str], stored: Sequence[str] = (),
+            tile_bytes: int | None = None) -> dict[str, float]:
+    """Latency, energy and main-memory peak of the step with this plan (genes stored: their
+    storages' names in the plan's storage list, with the homes `stored`), through the real
+    `activation-checkpoint{policy="plan=..."}` pass and scheduler (as `monet report`). The peak
+    is measured even above main memory's capacity (the step would not run there)."""
     import os
     import tempfile
 
@@ -600,19 +904,24 @@ def measure(evaluator: Any, decisions: Mapping[str, str]) -> dict[str, float]:
     from monet_ir.schedule.taskgraph import extract
     from passes.activation_checkpoint import ActivationCheckpointPass
 
+    from dataclasses import replace
+
     module = evaluator.module.clone()
-    plan = {g: d for g, d in decisions.items() if d != "keep"}
-    if plan:
+    plan = {g: d for g, d in decisions.items() if d in ("recompute", "page")}
+    if plan or stored:
         handle, path = tempfile.mkstemp(suffix=".json")
         os.close(handle)
         try:
-            write_plan(path, plan)
+            write_plan(path, plan, storage=stored, tile_bytes=tile_bytes)
             ActivationCheckpointPass(policy=f"plan={path}").checkpoint(ir_graph.step_function(module), mark=False)
         finally:
             os.unlink(path)
     g = extract(ir_graph.step_function(module), bits=evaluator.bits)
     can_run, cost_of = evaluator.prices.functions(g.tasks)
-    schedule = Scheduler(g, evaluator.target, None, cost_of=cost_of, can_run=can_run).run()
+    target = evaluator.target
+    if target.dram is not None:
+        target = replace(target, dram=replace(target.dram, capacity_bytes=math.inf))
+    schedule = Scheduler(g, target, None, cost_of=cost_of, can_run=can_run).run()
     report = schedule_report(schedule, layers=False)
     budgeted = report["memory"]["budgeted"]
     return {"latency_cycles": float(report["latency_cycles"]), "energy_pj": float(report["energy_pj"]),
@@ -636,7 +945,8 @@ def solve_measured(evaluator: Any, model: PoetModel, memory_budget: float, time_
                 return solution
             missed.status += f"; the schedule misses a budget and the model tightened {attempt - 1} time(s) has no answer"
             return missed
-        solution.measured = measure(evaluator, solution.decisions)
+        solution.measured = measure(evaluator, solution.decisions,
+                                    model.stored_names(solution.decisions, solution.stored), model.tile or None)
         over_mem = solution.measured["peak_bytes"] - memory_budget
         over_lat = solution.measured["latency_cycles"] - time_budget
         if over_mem <= 0 and over_lat <= 0:

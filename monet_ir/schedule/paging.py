@@ -253,16 +253,27 @@ def add_storage_tasks(tasks: list[Any], tensors: list[Any], stored: Iterable[int
     if not stored:
         return None
     plan = StoragePlan(tile)
-    first_of_op: dict[int, int] = {}
-    for task in tasks:
-        if not task.page:
-            first_of_op.setdefault(task.op_index, task.index)
-    order = sorted(first_of_op)
-    before = {op: first_of_op[order[i - 1]] for i, op in enumerate(order) if i > 0}
     views: dict[int, list[int]] = {}
     for t in tensors:
         if t.root != t.id:
             views.setdefault(t.root, []).append(t.id)
+    readers_of = {tid: sorted({c for m in (tid, *views.get(tid, ())) for c in tensors[m].consumers})
+                  for tid in stored}
+    # the ops that page (read, write or update a stored tensor), in program order: each page-in
+    # waits for the one before its op (its first task) and for that op's page-outs, so the
+    # buffers of one paging op leave main memory before the next one's come in
+    first_of_op: dict[int, int] = {}
+    for task in tasks:
+        if not task.page:
+            first_of_op.setdefault(task.op_index, task.index)
+    paging_ops = {tasks[c].op_index for tid in stored for c in readers_of[tid]}
+    paging_ops |= {tasks[tensors[tid].producer].op_index for tid in stored if tensors[tid].producer is not None}
+    order = sorted(paging_ops)
+    previous = {op: order[i - 1] for i, op in enumerate(order) if i > 0}
+    every = sorted(first_of_op)
+    just_before = {op: first_of_op[every[i - 1]] for i, op in enumerate(every) if i > 0}
+    # (and for the op just before it in program order, so the copy is not made ops ahead)
+    before = {op: {first_of_op.get(prev), just_before.get(op)} for op, prev in previous.items()}
     updates: dict[int, list[int]] = {}
     for task in tasks:
         for tid in task.in_place:
@@ -281,18 +292,19 @@ def add_storage_tasks(tasks: list[Any], tensors: list[Any], stored: Iterable[int
                                op_index=op_index, page=page))
         return index
 
+    # per loop-nest task, the stored tensors it reads (before any read is rewired to a copy)
+    stored_reads = {task.index: {tensors[r].root for r in task.reads} & stored_set
+                    for task in tasks if isinstance(task.sig, LoopNestSig)}
+    writes_of_op: dict[int, list[int]] = {}  # op -> the page-outs after it
+
     def big_operands(index: int, root: int) -> tuple[int, ...]:
-        task = tasks[index]
-        if not isinstance(task.sig, LoopNestSig):
-            return ()
-        roots = {tensors[r].root for r in task.reads} & stored_set
-        return tuple(full_bytes[r] for r in roots if r != root)
+        return tuple(full_bytes[r] for r in stored_reads.get(index, ()) if r != root)
 
     for tid in stored:
         t = tensors[tid]
         full = full_bytes[tid]
         members = [tid, *views.get(tid, ())]
-        readers = sorted({c for m in members for c in tensors[m].consumers})
+        readers = readers_of[tid]
         writers = set(updates.get(tid, ()))
         last_write = None
         if t.producer is None:
@@ -305,6 +317,7 @@ def add_storage_tasks(tasks: list[Any], tensors: list[Any], stored: Iterable[int
             tensors[home].producer = out
             plan.writes[out] = (tid, full)
             plan.buffers.append((tid, full))
+            writes_of_op.setdefault(producer.op_index, []).append(out)
             last_write = out
         plan.homes.append(home)
         for m in members:
@@ -319,7 +332,8 @@ def add_storage_tasks(tasks: list[Any], tensors: list[Any], stored: Iterable[int
             node = tasks[group[0]].node
             index = len(tasks)
             copy = tensor(f"{t.name}@in", full, t.kind if t.kind != "stored" else tensors[tid].kind, index)
-            add("page_in", node, (home,), (copy,), {before.get(op_index), last_write}, op_index, "read")
+            add("page_in", node, (home,), (copy,), {*before.get(op_index, {just_before.get(op_index)}), last_write},
+                op_index, "read")
             tensors[copy].kind = "param" if t.kind == "stored" else t.kind
             tensors[home].consumers.append(index)
             plan.buffers.append((copy, full))
@@ -346,9 +360,17 @@ def add_storage_tasks(tasks: list[Any], tensors: list[Any], stored: Iterable[int
                     back = add("page_out", node, (copy,), (home,), {c, *page_ins}, op_index, "write")
                     tensors[copy].consumers.append(back)
                     plan.writes[back] = (copy, full)
+                    writes_of_op.setdefault(op_index, []).append(back)
                     last_write = back
         for m in members[1:]:
             tensors[m].consumers = [c for c in tensors[m].consumers if tasks[c].page]
+    # a page-in also waits for the page-outs after the op before it: the buffers of one op leave
+    # main memory before the next op's come in (the storage channel takes requests in order,
+    # and page-ins ready at the same time would otherwise overtake the write-backs)
+    for index, (copy, _, _) in plan.reads.items():
+        before_op = previous.get(tasks[index].op_index)
+        if before_op is not None:
+            tasks[index].preds.update(writes_of_op.get(before_op, ()))
     return plan
 
 

@@ -123,3 +123,35 @@ def test_energy_does_not_grow_with_the_budget_and_paging_never_costs_more(tmp_pa
     for fraction in (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0):
         assert energies[("both", fraction)] <= min(energies[("recompute", fraction)], energies[("page", fraction)])
     assert any(math.isinf(energies[("recompute", f)]) and math.isfinite(energies[("both", f)]) for f in (0.7, 0.75))
+
+
+def test_model_of_keeping_everything_in_storage_matches_the_scheduler(tmp_path_factory):
+    evaluator, model = cnn_step(tmp_path_factory.getbasetemp())
+    assert {"x", "conv0.weight", "d_conv0.weight"} <= set(model.homes)
+    decisions = {g: "store" if model.can_store(i) else "keep" for i, g in enumerate(model.genes)}
+    assert "store" in decisions.values()
+    names = model.stored_names(decisions, model.homes)
+    measured = poet.measure(evaluator, decisions, names, model.tile)
+    energy, latency, peak = poet.predict(model, decisions, model.homes)
+    assert energy == pytest.approx(measured["energy_pj"], rel=1e-3)
+    assert latency == pytest.approx(measured["latency_cycles"], rel=0.01)
+    # conservative, and close
+    assert measured["peak_bytes"] <= peak <= 1.05 * measured["peak_bytes"]
+    assert measured["peak_bytes"] < 0.6 * poet.measure(evaluator, {})["peak_bytes"]
+
+
+def test_storage_opens_a_budget_activation_paging_cannot_meet(tmp_path_factory):
+    # 60 % of the store-all peak: recomputing and paging activations leave too much in SRAM
+    # (the batch, weights and gradients stay); keeping the batch in storage meets it
+    evaluator, model = cnn_step(tmp_path_factory.getbasetemp())
+    base = poet.measure(evaluator, {})
+    budget, time_budget = 0.6 * base["peak_bytes"], 1.5 * base["latency_cycles"]
+    activations_only = poet.PoetModel(**{**model.__dict__, "homes": [], "home_members": [], "home_points": [],
+                                         "home_cycles": [], "home_energy": [], "clone_reads": []})
+    activations_only.storage_name = [None] * len(model.storage_name)
+    assert poet.solve(activations_only, budget, time_budget).status == "infeasible"
+    assert poet.solve(model, budget, time_budget, page=False).status == "infeasible"
+    solution = poet.solve_measured(evaluator, model, budget, time_budget)
+    assert solution.status == "optimal" and solution.stored
+    assert solution.measured["peak_bytes"] <= budget and solution.measured["latency_cycles"] <= time_budget
+    assert solution.measured["energy_pj"] == pytest.approx(solution.energy_pj, rel=1e-3)
