@@ -464,7 +464,13 @@ class Scheduler:
                 copies = all_copies[root] = {}
             here = copies.get(core)
             if here is None:
-                here = self._fetch(tid, root, copies, core, ready, reads, tid in streamed)
+                if tid in streamed:
+                    # the op reads it from DRAM itself (its cost counts that traffic)
+                    if DRAM not in copies and copies:
+                        self._ensure_in_dram(root, copies)
+                    here = copies.get(DRAM, 0.0)
+                else:
+                    here = self._fetch(tid, root, copies, core, ready, reads)
             if here > arrival:
                 arrival = here
         start = max(ready, self.core_free[core], arrival)
@@ -492,11 +498,13 @@ class Scheduler:
                                               int(cost.dram_bytes))
         # the outputs
         remaining = self.remaining_uses
+        nbytes_of = bytes_of.__getitem__
         for tid in own_writes:
             if tid in streamed:
                 # the op writes it to DRAM as it goes (spilled by the op, or no room on chip)
                 all_copies[tid] = {DRAM: end}
-                self._dram_alloc(tid, start)
+                self.dram_allocated_at[tid] = start  # `_dram_alloc`
+                self.dram_events.append((start, 1, nbytes_of(tid)))
                 if tid in unpaid:
                     self._transfer(tid, core, DRAM, start, "store")
                 if remaining.get(tid, 0) == 0:
@@ -512,7 +520,15 @@ class Scheduler:
                 self._free(tid, end)
         if task.in_place:
             self._write_back(task, core, end)
-        self._release_inputs(task, end)
+        # `_release_inputs`, inlined
+        releases = self.releases[index]
+        if releases is None:
+            releases = self._releases(task)
+        for root, uses in releases:
+            left = remaining[root] - uses
+            remaining[root] = left
+            if left <= 0 and all_copies.get(root):
+                self._free(root, end)
         return end
 
     def _streamed(self, task: Task, cost: Cost) -> set[int]:
@@ -527,9 +543,11 @@ class Scheduler:
                 return streamed
             sizes = self.bytes_of
             touched = dict.fromkeys((*task.reads, *task.writes))
-            if sum(sizes[t] for t in touched) < budget:
+            size = sizes.__getitem__
+            if sum(map(size, touched)) < budget:
                 return set(touched)  # the budget lasts past the last one, in any order
-            for t in sorted(touched, key=lambda t: -sizes[t]):
+            # largest first; equal sizes in operand order (a reverse sort is stable too)
+            for t in sorted(touched, key=size, reverse=True):
                 if budget <= 0:
                     break
                 streamed.add(t)
@@ -593,14 +611,9 @@ class Scheduler:
         self.routes[(src, dst)] = route
         return route
 
-    def _fetch(self, tid: int, root: int, copies: dict[int, float], core: int, ready: float, reads: tuple[int, ...],
-               streamed: bool) -> float:
-        """Bring an input that is not on `core` yet; returns when it is there (or, streamed, when
-        the op can read it from DRAM)."""
-        if streamed:
-            # the op reads it from DRAM itself (its cost counts that traffic)
-            self._ensure_in_dram(root, copies)
-            return copies.get(DRAM, 0.0)
+    def _fetch(self, tid: int, root: int, copies: dict[int, float], core: int, ready: float,
+               reads: tuple[int, ...]) -> float:
+        """Bring an input that is not on `core` yet (nor streamed); returns when it is there."""
         src, at = min(copies.items(), key=lambda kv: kv[1])
         nbytes = self.bytes_of[root]
         when = self._room_at(core, nbytes, reads, max(at, ready))
@@ -652,20 +665,25 @@ class Scheduler:
                     self._drop(loc, root, end)
                 copies[DRAM] = done
 
-    def _release_inputs(self, task: Task, end: float) -> None:
-        # a task counts once per tensor it reads (as in the tensors' consumer lists), however
-        # many operands name it
-        releases = self.releases[task.index]
-        if releases is None:
-            reads = task.reads
-            if len(reads) == 1:
-                releases = self.releases[task.index] = [(self.root_of[reads[0]], 1)]
-                return self._release_inputs(task, end)
+    def _releases(self, task: Task) -> list[tuple[int, int]]:
+        """(storage root, uses) of the tensors a task reads: a task counts once per tensor it
+        reads (as in the tensors' consumer lists), however many operands name it."""
+        reads = task.reads
+        if len(reads) == 1:
+            releases = [(self.root_of[reads[0]], 1)]
+        else:
             unique = set(reads)
             uses = dict.fromkeys({self.root_of[t] for t in unique}, 0)
             for t in unique:
                 uses[self.root_of[t]] += 1
-            releases = self.releases[task.index] = list(uses.items())
+            releases = list(uses.items())
+        self.releases[task.index] = releases
+        return releases
+
+    def _release_inputs(self, task: Task, end: float) -> None:
+        releases = self.releases[task.index]
+        if releases is None:
+            releases = self._releases(task)
         remaining = self.remaining_uses
         for root, uses in releases:
             left = remaining[root] - uses
@@ -774,7 +792,9 @@ class Scheduler:
         return place_page(self, task, ready, (ScheduledTask, Transfer, MemoryTrace, ScheduleError))
 
     def _next_use(self, root: int) -> int:
-        consumers = self.tables.root_consumers(root)
+        consumers = self.tables.consumers.get(root)
+        if consumers is None:
+            consumers = self.tables.root_consumers(root)
         # tasks only ever become scheduled, so the scan resumes where it stopped last time
         i = self.next_use_from.get(root, 0)
         while i < len(consumers) and consumers[i] in self.scheduled:
