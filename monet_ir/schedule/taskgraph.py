@@ -341,14 +341,16 @@ class _Extractor:
         """The tensors of `parts` a tile reading `needed` rows reads, in order. Row pieces are
         sorted and disjoint, so a binary search finds them (a stack of 16-tile layers would
         otherwise test every piece for every tile)."""
-        if needed is None or len(parts) < 4:
-            return [p.tensor for p in parts if _overlaps(p, needed)]
-        index = self.row_index.get(id(parts))
-        if index is None:
-            index = self.row_index[id(parts)] = _row_index(parts)
+        if needed is None:
+            return [p.tensor for p in parts]
         axis, (lo, hi) = needed
-        if index[0] != axis:
-            return [p.tensor for p in parts if _overlaps(p, needed)]
+        if len(parts) >= 4:
+            index = self.row_index.get(id(parts))
+            if index is None:
+                index = self.row_index[id(parts)] = _row_index(parts)
+        if len(parts) < 4 or index[0] != axis:
+            # `_overlaps`, inlined
+            return [p.tensor for p in parts if p.rows is None or p.axis != axis or (p.rows[0] < hi and lo < p.rows[1])]
         _, starts, ends = index
         return [p.tensor for p in parts[bisect.bisect_right(ends, lo):bisect.bisect_left(starts, hi)]]
 
@@ -392,11 +394,9 @@ class _Extractor:
             return "gradient", False
         return "activation", False
 
-    def new_task(self, item: ProgramOp, sig, reads: list[int]) -> Task:
-        op = item.op
+    def new_task(self, item: ProgramOp, sig, reads: list[int], node: str) -> Task:
         index = len(self.tasks)
-        task = Task(index, op.name, self.facts_of(op).node, item.phase, sig, tuple(reads), (),
-                    op_index=self.position)
+        task = Task(index, item.op.name, node, item.phase, sig, tuple(reads), (), set(), (), self.position, {})
         tensors, preds = self.tensors, task.preds
         for t in dict.fromkeys(reads):
             tensor = tensors[t]
@@ -411,7 +411,7 @@ class _Extractor:
         facts = self.facts_of(op)
         parts = self.parts
         reads = [p.tensor for v in item.operands for p in parts[v]]
-        task = self.new_task(item, facts.sig, reads)
+        task = self.new_task(item, facts.sig, reads, facts.node)
         if facts.view:
             # the result is the operand's storage, piece for piece
             for r in item.results:
@@ -442,24 +442,26 @@ class _Extractor:
             writes.append(tid)
         task.writes = tuple(writes)
         if facts.roles is not None:
-            self.assign_roles(item, task)
+            self.assign_roles(item, task, facts.roles)
         # optimizer and accumulation ops are never copied: their operands are the IR's values
         if isinstance(op, train.OptimizerOp):
             task.in_place = tuple(self.parts[v][0].tensor for v in (op.param, *op.state_operands()))
         elif isinstance(op, train.AccumulateOp):
             task.in_place = (self.parts[op.buffer][0].tensor,)
 
-    def assign_roles(self, item: ProgramOp, task: Task) -> None:
-        roles = _roles_of(item.op)
+    def assign_roles(self, item: ProgramOp, task: Task, roles: tuple[tuple[str, ...], str] | None) -> None:
+        """Loop-nest roles (`OpFacts.roles`) of the tensors the task reads and writes."""
         if roles is None:
             return
         operand_roles, result_role = roles
+        reads = set(task.reads)
+        task_roles = task.roles
         for operand, role in zip(item.operands, operand_roles, strict=False):
             for part in self.parts[operand]:
-                if part.tensor in task.reads:
-                    task.roles[part.tensor] = role
+                if part.tensor in reads:
+                    task_roles[part.tensor] = role
         for tid in task.writes:
-            task.roles[tid] = result_role
+            task_roles[tid] = result_role
 
     def add_tiled(self, item: ProgramOp, tiling) -> None:
         op = item.op
@@ -471,23 +473,31 @@ class _Extractor:
         tile_tasks = []
         barrier = {self.tensors[p.tensor].producer for v in item.operands for p in self.parts[v]} \
             if plan.barrier else set()
+        barrier_preds = [p for p in barrier if p is not None]
+        # per result: its kind, persistence, name and bytes (the same for every tile)
+        results = []
+        for index, r in enumerate(item.results):
+            kind, persistent = self.kind_of(op, r, item.phase)
+            hint_name = facts.result_names[index]
+            base = f"{hint_name}{item.suffix}" if hint_name else facts.node
+            results.append((r, kind, persistent, base, facts.result_bytes[index], result_parts[r]))
+        operand_parts = [self.parts[operand] for operand in item.operands]
+        overlapping, new_tensor = self.overlapping, self.new_tensor
         for (lo, hi), needed_rows, tile_sig in zip(plan.bounds, plan.needed, plan.sigs, strict=True):
             reads: list[int] = []
-            for operand, needed in zip(item.operands, needed_rows, strict=True):
-                reads += self.overlapping(self.parts[operand], needed)
-            task = self.new_task(item, tile_sig, reads)
-            task.preds.update(p for p in barrier if p is not None)
+            for parts, needed in zip(operand_parts, needed_rows, strict=True):
+                reads += overlapping(parts, needed)
+            task = self.new_task(item, tile_sig, reads, facts.node)
+            if barrier_preds:
+                task.preds.update(barrier_preds)
             writes = []
-            for index, r in enumerate(item.results):
-                kind, persistent = self.kind_of(op, r, task.phase)
-                nbytes = -(-facts.result_bytes[index] * (hi - lo) // full)
-                hint_name = facts.result_names[index]
-                base = f"{hint_name}{item.suffix}" if hint_name else task.node
-                tid = self.new_tensor(f"{base}[{lo}:{hi}]", nbytes, kind, persistent, task.index)
-                result_parts[r].append(_Part(tid, (lo, hi), axis))
+            for r, kind, persistent, base, result_bytes, pieces in results:
+                nbytes = -(-result_bytes * (hi - lo) // full)
+                tid = new_tensor(f"{base}[{lo}:{hi}]", nbytes, kind, persistent, task.index)
+                pieces.append(_Part(tid, (lo, hi), axis))
                 writes.append(tid)
             task.writes = tuple(writes)
-            self.assign_roles(item, task)
+            self.assign_roles(item, task, facts.roles)
             tile_tasks.append(task.index)
         self.parts.update(result_parts)
         self.stacks.setdefault(tiling.stack.data, []).append(tile_tasks)
