@@ -73,10 +73,12 @@ class FuseLayersPass(ModulePass):
         for o, attr in self.plan(ops).items():
             o.attributes["monet.tiling"] = attr
 
-    def plan(self, ops: list[Operation]) -> dict[Operation, Attribute]:
+    def plan(self, ops: list[Operation], memo: dict | None = None) -> dict[Operation, Attribute]:
         """The `monet.tiling` each op of the step (`ops`, in program order) gets (ops not named
         are not fused), without touching the IR (`monet explore` hands the plan to the
-        task-graph extractor)."""
+        task-graph extractor). `memo`: a dict a caller planning many stack lists over the same
+        `ops` (and target) passes every time; it keeps the phase split and, per stack, its ops,
+        axis and tile count (explicit mode)."""
         from dialects.hw import TilingAttr
 
         if self.mode == "none":
@@ -84,6 +86,8 @@ class FuseLayersPass(ModulePass):
         if self.tiles < 0 or self.memory < 0:
             raise PassFailedException("fuse-layers: tiles and memory must be non-negative")
         budget = self.memory or self._target_memory()
+        if memo is not None and self.mode == "explicit":
+            return self._explicit_plan(ops, budget, memo)
         forward, backward = phase_ops(ops)
         if self.mode == "explicit":
             groups = explicit_stacks(forward, self.stacks, backward)
@@ -97,6 +101,37 @@ class FuseLayersPass(ModulePass):
                 continue
             attr = TilingAttr(number, tiles, axis)
             for o in ops:
+                tiling[o] = attr
+        return tiling
+
+    def _explicit_plan(self, ops: list[Operation], budget: int, memo: dict) -> dict[Operation, Attribute]:
+        """`plan` in explicit mode, each stack resolved once per `memo` (the same stacks, axes,
+        tile counts and attributes as without it)."""
+        from dialects.hw import TilingAttr
+
+        if not self.stacks:
+            raise PassFailedException("fuse-layers{mode=explicit}: give stacks=\"first:last\",...")
+        phases = memo.get("phases")
+        if phases is None:
+            phases = memo["phases"] = phase_ops(ops)
+        forward, backward = phases
+        tiling: dict[Operation, Attribute] = {}
+        for number, spec in enumerate(self.stacks):
+            key = ("stack", spec, self.tiles, budget)
+            stack = memo.get(key)
+            if stack is None:
+                # raises for a bad stack, as `explicit_stacks` does for the whole list (in order)
+                (axis, stack_ops), = explicit_stacks(forward, (spec,), backward)
+                tiles = self.tiles or tiles_for(stack_ops, axis, budget)
+                tiles = min(tiles, min(shape_of(o.results[0].type)[axis] for o in stack_ops))
+                stack = memo[key] = (axis, stack_ops, tiles)
+            axis, stack_ops, tiles = stack
+            if tiles < 2:
+                continue
+            attr = memo.get(("attr", number, tiles, axis))
+            if attr is None:
+                attr = memo[("attr", number, tiles, axis)] = TilingAttr(number, tiles, axis)
+            for o in stack_ops:
                 tiling[o] = attr
         return tiling
 

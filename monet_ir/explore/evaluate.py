@@ -319,6 +319,8 @@ class Evaluator:
         self._graph_cache = graph_cache
         self._extract_cache = ExtractCache()  # what the extractor reads from the base step's ops, kept across candidates
         self._tilings: dict[tuple, dict] = {}  # fusion plans by (stacks, tiles)
+        self._plan_ops: list | None = None  # the base step's compute ops, as fuse-layers plans them
+        self._plan_memo: dict = {}  # fuse-layers' per-stack plans (`FuseLayersPass.plan`'s memo)
         self._base_program: list | None = None  # the base step as `ProgramOp`s
         from monet_ir.analysis.ir_signatures import signature_of
 
@@ -362,8 +364,9 @@ class Evaluator:
         plan = self._tilings.get(key)
         if plan is None:
             fuse = FuseLayersPass(mode="explicit", tiles=tiles, target=self.config.target, stacks=tuple(fusion))
-            fn = ir_graph.step_function(self.module)
-            plan = fuse.plan(list(ir_graph.compute_ops(fn)))
+            if self._plan_ops is None:
+                self._plan_ops = list(ir_graph.compute_ops(ir_graph.step_function(self.module)))
+            plan = fuse.plan(self._plan_ops, self._plan_memo)
             self._tilings[key] = plan
             if len(self._tilings) > self._graph_cache:
                 self._tilings.pop(next(iter(self._tilings)))

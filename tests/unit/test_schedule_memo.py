@@ -50,3 +50,31 @@ def test_memo_and_direct_objectives_change_nothing(model):
         assert evaluation_of_schedule(memoized) == evaluation_of(schedule_report(plain, layers=False))
         assert ev.evaluate(c) == evaluation_of(schedule_report(plain, layers=False))
     assert memo.prices and memo.graphs
+
+
+def test_fusion_plan_memo_gives_the_same_plan():
+    """`FuseLayersPass.plan` with a memo kept across stack lists (the explorer's) plans the same
+    stacks, tiles and attributes as without, and refuses a bad stack with the same message."""
+    from xdsl.utils.exceptions import PassFailedException
+
+    from monet_ir import graph as ir_graph
+    from passes.fuse_layers import FuseLayersPass
+
+    ev = Evaluator(StepConfig(str(DATA / "lenet5_b4.onnx"), "tpu_like_quad_core"))
+    ops = list(ir_graph.compute_ops(ir_graph.step_function(ev.module)))
+    specs = [g.spec for g in ev.fusion_genes]
+    assert specs
+    memo: dict = {}
+    rng = random.Random(5)
+    for _ in range(8):
+        chosen = tuple(s for s in specs if rng.random() < 0.6) or tuple(specs[:1])
+        tiles = rng.choice((0, 2, 3, 16))
+        fuse = FuseLayersPass(mode="explicit", tiles=tiles, target="tpu_like_quad_core", stacks=chosen)
+        assert fuse.plan(ops, memo) == fuse.plan(ops)
+    bad = FuseLayersPass(mode="explicit", target="tpu_like_quad_core", stacks=(specs[0], "nope:nothing"))
+    messages = []
+    for kwargs in ({}, {"memo": memo}):
+        with pytest.raises(PassFailedException) as e:
+            bad.plan(ops, **kwargs)
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
