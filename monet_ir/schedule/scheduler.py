@@ -290,9 +290,23 @@ class Scheduler:
         # share their options: a graph has far fewer signatures than tasks
         # (kept across schedules by a memo: the entry holds the signature, so its id stays its own)
         seen: dict[tuple[int, tuple[int, ...]], tuple[Any, dict, dict]] = {} if self.memo is None else self.memo.prices
+        # an `Allocation` answers by a task's node, op and phase: the tiles and copies of an op ask
+        # once (another callable is asked for every task)
+        from monet_ir.schedule.mapping import Allocation
+
+        by_name = isinstance(self.allocation, Allocation)
+        allowed_of: dict[tuple[str, str, str], tuple[int, ...]] = {}
         for task in self.g.tasks:
             self.current = task.index
-            allowed = self.allowed_cores(task)
+            if self.allocation is None:
+                allowed = self.every_core
+            elif not by_name:
+                allowed = self.allowed_cores(task)
+            else:
+                which = (task.node, task.op, task.phase)
+                allowed = allowed_of.get(which)
+                if allowed is None:
+                    allowed = allowed_of[which] = self.allowed_cores(task)
             sig = task.sig
             key = (id(sig), allowed)
             if sig is None:
@@ -770,11 +784,23 @@ class Scheduler:
         complete on this core (produced or loaded), never before it arrived."""
         capacity = self.capacity[core]
         room_at = time
+        # the candidates and their next uses do not change while evicting (only the victim
+        # leaves): found once, the victim is the first with the furthest next use each time
+        victims: list[int] | None = None
+        uses: list[int] | None = None
         while self.resident_bytes[core] + nbytes > capacity:
-            victims = [r for r in self.resident[core] if r not in keep]
+            if victims is None:
+                victims = [r for r in self.resident[core] if r not in keep]
             if not victims:
                 return room_at  # nothing left to evict: the op's own operands exceed the memory
-            victim = max(victims, key=self._next_use) if len(victims) > 1 else victims[0]
+            if len(victims) > 1:
+                if uses is None:
+                    uses = [self._next_use(r) for r in victims]
+                i = max(range(len(victims)), key=uses.__getitem__)
+                del uses[i]
+            else:
+                i = 0
+            victim = victims.pop(i)
             copies = self.copies.setdefault(victim, {})
             at = max(time, copies.get(core, time))
             if DRAM not in copies and self.remaining_uses.get(victim, 0) > 0:
