@@ -6,7 +6,9 @@
 For each model (ResNet-18 b1 from examples/models, GPT-2 small b8 from ../shared/models, skipped
 when absent) and two kinds of candidates, each round runs a fresh process per checkout, in turn
 (A B A B ...: a drift of the machine's load affects both alike), that builds the `Evaluator`,
-evaluates a few candidates to warm the cost model, then times `--samples` evaluations of seeded
+evaluates candidates to warm the cost model (5 layer by layer, `--warmup` with every gene: fused
+tiles have shapes of their own to price, which a long search has mostly priced; the persistent
+cost cache is used as `monet explore` uses it), then times `--samples` evaluations of seeded
 random candidates, the same list in every process:
 
 - layer by layer: a random recompute set and core allocation (every candidate has a task graph
@@ -43,7 +45,7 @@ CHILD = r"""
 import json, random, statistics, sys, time
 from monet_ir.explore.evaluate import TILE_CHOICES, Candidate, Evaluator, StepConfig, tuned_collection
 
-model, target, samples = sys.argv[1], sys.argv[2], int(sys.argv[3])
+model, target, samples, warmup = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 
 def candidate(ev, rng, fusion):
     rec = tuple(g.node for g in ev.checkpoint_genes if rng.random() < 0.5)
@@ -64,7 +66,7 @@ with tuned_collection():
         if fusion and not ev.fusion_genes:
             continue
         rng = random.Random(1)
-        for _ in range(3):  # warm-up: the cost model prices the ops (and fused tiles) once
+        for _ in range(warmup if fusion else 5):  # warm-up: the cost model prices the ops (and fused tiles)
             ev.evaluate(candidate(ev, rng, fusion))
         times, cpu, tasks = [], [], []
         for _ in range(samples):
@@ -79,9 +81,9 @@ print(json.dumps(out))
 """
 
 
-def run_child(checkout: Path, model: Path, target: str, samples: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(checkout), OPENBLAS_NUM_THREADS="1", MONET_COST_CACHE="off")
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(model), target, str(samples)], env=env,
+def run_child(checkout: Path, model: Path, target: str, samples: int, warmup: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(checkout), OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(model), target, str(samples), str(warmup)], env=env,
                           cwd=str(checkout), capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{checkout}: failed:\n{proc.stderr[-2000:]}")
@@ -97,6 +99,9 @@ def main() -> None:
     parser.add_argument("--vs", type=Path, default=None, metavar="DIR")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=40,
+                        help="evaluations with every gene before timing (the cost model prices new tile shapes: a long "
+                             "search has priced most of them)")
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     parser.add_argument("--target", default="tpu_like_quad_core")
     args = parser.parse_args()
@@ -110,7 +115,7 @@ def main() -> None:
         runs: dict[str, list[dict]] = {label: [] for label, _ in checkouts}
         for _ in range(args.rounds):
             for label, checkout in (checkouts if _ % 2 == 0 else checkouts[::-1]):
-                runs[label].append(run_child(checkout, path, args.target, args.samples))
+                runs[label].append(run_child(checkout, path, args.target, args.samples, args.warmup))
         for kind, target_ms in TARGETS_MS.items():
             if kind not in runs["this"][0]:
                 continue
