@@ -324,6 +324,13 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
 
 
 def run_report(args: argparse.Namespace) -> None:
+    from monet_ir.tools.gc_tuning import fewer_collections
+
+    with fewer_collections():
+        _run_report(args)
+
+
+def _run_report(args: argparse.Namespace) -> None:
     import json
 
     if args.system:

@@ -1,4 +1,5 @@
-"""monet-opt's start-up: what it registers without loading or scanning more than it needs."""
+"""Start-up and process tuning: what monet-opt registers without loading or scanning more than it
+needs; the garbage-collector thresholds of a report."""
 
 from __future__ import annotations
 
@@ -25,3 +26,16 @@ def test_monet_opt_does_not_scan_installed_distributions(monkeypatch, tmp_path, 
     from xdsl.universe import Universe
 
     assert set(tool.available_targets) == set(Universe.get_multiverse().all_targets) | set(get_all_emitters())
+
+
+def test_a_report_runs_with_fewer_collections_and_restores_the_thresholds(monkeypatch, tmp_path):
+    import gc
+
+    from monet_ir.tools import monet
+    from monet_ir.tools.gc_tuning import THRESHOLDS
+
+    seen = []
+    monkeypatch.setattr(monet, "_run_report", lambda args: seen.append(gc.get_threshold()))
+    before = gc.get_threshold()
+    monet.run_report(monet.build_parser().parse_args(["report", "m.onnx", "--target", "edge_npu", "--out", str(tmp_path)]))
+    assert seen == [THRESHOLDS] and gc.get_threshold() == before
