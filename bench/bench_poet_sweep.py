@@ -5,10 +5,15 @@ scheduler (`poet.solve_measured`).
     python bench/bench_poet_sweep.py [--models DIR] [--out DIR] [--time-factor 2.0]
 
 Workloads: ResNet-18 at batch 8 (the shared resnet18_b1.onnx with its batch set to 8) and
-GPT-2 small at batch 1, Adam, on `cortex_a_board` and `cortex_m_mcu`. Budgets: fractions of the
-store-all step's main-memory peak, from 1.0 down; latency budget: `--time-factor` times
-store-all's. Writes poet_sweep.json and one energy-vs-budget plot per workload and target, and
-prints a table (model energy; the schedule's energy, peak and latency of the MILP's answer).
+GPT-2 small at batch 1, Adam, on `cortex_a_board` and `cortex_m_mcu`. Budgets: on a target
+whose main memory holds the store-all step, fractions of that step's main-memory peak, from 1.0
+down; on one where it does not (the MCU: 256 KiB of SRAM against hundreds of MB), fractions of
+main memory's capacity. Latency budget: `--time-factor` times store-all's (scheduled with main
+memory's capacity lifted when it does not fit). Paging covers the saved activations (page,
+keep in storage) and every other tensor the model may keep in storage (parameters, Adam state,
+the batch, gradients). Writes poet_sweep.json and one energy-vs-budget plot per workload and
+target, and prints a table (model energy; the schedule's energy, peak and latency of the
+MILP's answer).
 
 The curves: the MILP's model is an estimate off chains, so each answer is scheduled, and the
 energy at a budget is the least scheduled energy among the plans of that decision space that
@@ -28,7 +33,8 @@ import time
 from pathlib import Path
 from shared_path import SHARED
 
-FRACTIONS = [round(1.0 - 0.0125 * i, 4) for i in range(21)]  # 1.0 down to 0.75
+FRACTIONS = [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]  # of the store-all peak
+CAPACITY_FRACTIONS = [1.0, 0.875, 0.75, 0.625, 0.5]  # of main memory, when store-all does not fit
 MODES = {"recompute only": (True, False), "paging only": (False, True), "both": (True, True)}
 
 
@@ -52,7 +58,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=str(SHARED / "models"))
     parser.add_argument("--out", default="poet_sweep")
-    parser.add_argument("--time-factor", type=float, default=2.0)
+    parser.add_argument("--time-factor", type=float, default=10.0)
+    parser.add_argument("--only", default="", help="workload:target pairs to run, comma-separated")
     parser.add_argument("--time-limit", type=float, default=60.0)
     args = parser.parse_args()
     out = Path(args.out)
@@ -61,8 +68,11 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     workloads = {"resnet18_b8": resnet18_b8(models, tmp), "gpt2_small_b1": models / "gpt2_small_b1.onnx"}
     results = []
+    only = {tuple(pair.split(":")) for pair in args.only.split(",") if pair}
     for name, path in workloads.items():
         for target in ("cortex_a_board", "cortex_m_mcu"):
+            if only and (name, target) not in only:
+                continue
             start = time.perf_counter()
             try:
                 evaluator = Evaluator(StepConfig(model=str(path), target=target))
@@ -73,6 +83,10 @@ def main() -> None:
                 print(f"{name} on {target}: no store-all schedule: {reason}")
                 results.append({"model": name, "target": target, "error": reason})
                 continue
+            capacity = evaluator.target.dram.capacity_bytes
+            fits = base["peak_bytes"] <= capacity
+            reference = base["peak_bytes"] if fits else capacity
+            fractions = FRACTIONS if fits else CAPACITY_FRACTIONS
             time_budget = args.time_factor * base["latency_cycles"]
             print(f"\n{name} on {target}: store-all {base['energy_pj'] / 1e9:.1f} mJ, "
                   f"{base['latency_cycles']:,.0f} cycles, '{model.budgeted}' peak {base['peak_bytes']:,.0f} B; "
@@ -80,8 +94,8 @@ def main() -> None:
             print(f"  {'budget':>7} {'mode':<15} {'status':<12} {'model mJ':>10} {'measured mJ':>12} "
                   f"{'peak B':>13} {'latency':>15} {'paged B':>12} {'s':>6}")
             rows = []
-            for fraction in FRACTIONS:
-                budget = fraction * base["peak_bytes"]
+            for fraction in fractions:
+                budget = fraction * reference
                 for mode, (recompute, page) in MODES.items():
                     t0 = time.perf_counter()
                     sol = poet.solve_measured(evaluator, model, budget, time_budget, recompute=recompute, page=page,
@@ -102,20 +116,23 @@ def main() -> None:
                           f"{(m['peak_bytes'] if m else math.nan):>13,.0f} {(m['latency_cycles'] if m else math.nan):>15,.0f} "
                           f"{(m['paged_bytes'] if m else math.nan):>12,.0f} {seconds:>6.1f}")
                     sys.stdout.flush()
-            curves = best_scheduled(rows, base)
-            print(f"  least scheduled energy within each budget (mJ; '-' = no plan found):")
+            curves = best_scheduled(rows, base, fractions, reference)
+            print(f"  least scheduled energy within each budget (mJ; '-' = no plan found), budgets as fractions of "
+                  f"{'the store-all peak' if fits else 'main memory'} ({reference:,.0f} B):")
             print(f"  {'budget':>7} " + " ".join(f"{mode:>15}" for mode in MODES))
-            for fraction in FRACTIONS:
+            for fraction in fractions:
                 cells = [curves[mode].get(fraction) for mode in MODES]
                 print(f"  {fraction:>7.4f} " + " ".join(f"{'-' if c is None else f'{c / 1e9:.1f}':>15}" for c in cells))
             results.append({"model": name, "target": target, "base": base, "time_budget": time_budget,
+                            "reference_bytes": reference, "store_all_fits": fits,
                             "rows": rows, "curves": {m: {str(f): e for f, e in c.items()} for m, c in curves.items()},
                             "seconds": time.perf_counter() - start})
-            plot(out / f"poet_sweep_{name}_{target}.png", name, target, base, curves)
+            plot(out / f"poet_sweep_{name}_{target}.png", name, target, base, curves, reference, fits)
+            (out / "poet_sweep.json").write_text(json.dumps(results, indent=1, default=float) + "\n")
     (out / "poet_sweep.json").write_text(json.dumps(results, indent=1, default=float) + "\n")
 
 
-def best_scheduled(rows: list[dict], base: dict) -> dict[str, dict[float, float]]:
+def best_scheduled(rows: list[dict], base: dict, fractions: list[float], reference: float) -> dict[str, dict[float, float]]:
     """Per mode and budget fraction: the least scheduled energy of a plan of that space within
     the budgets (see the module docstring)."""
     spaces = {"recompute only": ("recompute only",), "paging only": ("paging only",),
@@ -126,8 +143,8 @@ def best_scheduled(rows: list[dict], base: dict) -> dict[str, dict[float, float]
         plans += [(r["measured"]["peak_bytes"], r["measured"]["energy_pj"]) for r in rows
                   if r["mode"] in sources and r["measured"] and r["measured"]["latency_cycles"] <= r.get("time_budget", math.inf)]
         curve = {}
-        for fraction in FRACTIONS:
-            budget = fraction * base["peak_bytes"]
+        for fraction in fractions:
+            budget = fraction * reference
             fitting = [e for peak, e in plans if peak <= budget]
             if fitting:
                 curve[fraction] = min(fitting)
@@ -135,7 +152,8 @@ def best_scheduled(rows: list[dict], base: dict) -> dict[str, dict[float, float]
     return curves
 
 
-def plot(path: Path, name: str, target: str, base: dict, curves: dict[str, dict[float, float]]) -> None:
+def plot(path: Path, name: str, target: str, base: dict, curves: dict[str, dict[float, float]], reference: float,
+         fits: bool) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -143,11 +161,14 @@ def plot(path: Path, name: str, target: str, base: dict, curves: dict[str, dict[
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for mode, marker in zip(MODES, ("o", "s", "^")):
-        points = [(f * base["peak_bytes"] / 1e6, e / 1e12) for f, e in curves[mode].items()]
+        points = [(f * reference / 1e6, e / 1e12) for f, e in curves[mode].items()]
         if points:
             xs, ys = zip(*sorted(points))
             ax.plot(xs, ys, marker=marker, label=mode)
-    ax.axvline(base["peak_bytes"] / 1e6, color="grey", linestyle=":", linewidth=0.8, label="store-all peak")
+        else:
+            ax.plot([], [], marker=marker, label=f"{mode}: no budget met")
+    ax.axvline(reference / 1e6, color="grey", linestyle=":", linewidth=0.8,
+               label="store-all peak" if fits else "main memory (store-all needs %.0f MB)" % (base["peak_bytes"] / 1e6))
     ax.set_xlabel("main-memory budget (MB)")
     ax.set_ylabel("energy of one step (J), scheduled")
     ax.set_title(f"{name} on {target}: least energy under the budget")

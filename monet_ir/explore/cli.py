@@ -104,7 +104,12 @@ def backend_session(args: argparse.Namespace, jobs_given: bool) -> Iterator[None
         yield
 
 
-SEARCHES = ("checkpoint", "fusion", "allocation", "precision")
+SEARCHES = ("checkpoint", "fusion", "allocation", "precision", "paging")
+
+
+def search_paging(text: str) -> bool:
+    """Whether `--search` names `paging` (`all` does not include it)."""
+    return "paging" in {name.strip() for name in text.split(",")}
 
 
 def parse_search(text: str) -> tuple[bool, bool, bool]:
@@ -113,7 +118,7 @@ def parse_search(text: str) -> tuple[bool, bool, bool]:
     names = {name.strip() for name in text.split(",") if name.strip()}
     unknown = sorted(names - {*SEARCHES, "all"})
     if unknown or not names:
-        raise UsageError(f"--search {text}: expected checkpoint, fusion, allocation, precision or all (several "
+        raise UsageError(f"--search {text}: expected checkpoint, fusion, allocation, precision, paging or all (several "
                          f"separated by commas){', not ' + ', '.join(unknown) if unknown else ''}")
     if "all" in names:
         return True, True, True
@@ -244,12 +249,18 @@ def run_explore(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     terminal.say(f"[{0.0:6.2f} s] building the training step of {args.model} for {args.target}")
     evaluator = Evaluator(config)
-    spec = ga.GenomeSpec.of(evaluator, objective, checkpointing, allocation, fusion, precisions)
+    paging = search_paging(args.search)
+    if paging and objective != "schedule":
+        raise UsageError("--search paging applies to --objective schedule and energy")
+    if paging and evaluator.target.storage is None:
+        raise UsageError(f"--search paging: target '{evaluator.target.name}' has no storage level to page to")
+    spec = ga.GenomeSpec.of(evaluator, objective, checkpointing, allocation, fusion, precisions, paging)
     where = "Ray tasks" if args.backend == "ray" else f"{args.jobs} job(s)"
     terminal.say(f"[{time.perf_counter() - start:6.2f} s] genes: {len(spec.checkpoint)} checkpoint, "
                  f"{len(spec.allocation)} allocation, {len(spec.fusion)} fusion stacks"
                  f"{' + tiles' if spec.fusion else ''}"
-                 f"{f', precision ({len(spec.precisions)} policies)' if spec.precisions else ''}; objective {objective}; population {args.population}, "
+                 f"{f', precision ({len(spec.precisions)} policies)' if spec.precisions else ''}"
+                 f"{f', {len(spec.paging)} paging' if spec.paging else ''}; objective {objective}; population {args.population}, "
                  f"{args.generations} generations, {where}"
                  + (f"; resuming after generation {resume.generation}" if resume is not None else ""))
     try:
@@ -257,7 +268,7 @@ def run_explore(args: argparse.Namespace) -> None:
             result = ga.run_search(
                 evaluator, objective=objective, population=args.population, generations=args.generations,
                 seed=args.seed, jobs=args.jobs, budget=budget, checkpointing=checkpointing, allocation=allocation,
-                fusion=fusion, precisions=precisions, progress=terminal.bar, backend=args.backend, checkpoint=out, resume=resume,
+                fusion=fusion, precisions=precisions, paging=paging, progress=terminal.bar, backend=args.backend, checkpoint=out, resume=resume,
                 log=out / "search.log", live=terminal.live,
             )
     except KeyboardInterrupt:
@@ -282,6 +293,7 @@ def run_explore(args: argparse.Namespace) -> None:
             lines.append(f"  chosen: latency {p['latency_cycles']:,} cycles, energy {p['energy_pj'] / 1e9:.4f} mJ, "
                          f"peak {p['peak_memory_bytes']:,} bytes; {len(p['recompute'])} recomputed, "
                          f"{len(p['allocation'])} pinned, {len(p.get('fusion', []))} fused stacks"
+                         + (f", {len(p['paged'])} paged, {len(p['stored'])} tensors kept in storage" if 'paged' in p else "")
                          + (f"; precision {p['precision']}" if p.get("precision") else ""))
         else:
             lines.append(f"  chosen: recompute {p['recompute_cycles']:,.0f} cycles, saved {p['saved_bytes']:,} bytes, "

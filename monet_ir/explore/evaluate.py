@@ -150,6 +150,68 @@ def checkpoint_policy(recompute: Sequence[str]) -> str:
     return "list=" + ",".join(recompute) if recompute else "store-all"
 
 
+def write_candidate_plan(path: str, candidate: Candidate) -> None:
+    """The plan file (`activation-checkpoint{policy="plan=FILE.json"}`, `monet report
+    --checkpoint plan=FILE.json`) of a candidate that pages: its recomputed and paged nodes and
+    the tensors it keeps in storage."""
+    from monet_ir.analysis.paging_plan import write_plan
+
+    decisions = {node: "recompute" for node in candidate.recompute}
+    decisions.update({node: "page" for node in candidate.paged if node not in decisions})
+    write_plan(path, decisions, storage=candidate.stored)
+
+
+def apply_plan(module: ModuleOp, candidate: Candidate) -> None:
+    """`activation-checkpoint{policy="plan=..."}` with the candidate's plan (see
+    `write_candidate_plan`), as `monet report --checkpoint plan=FILE.json` applies it."""
+    import os
+    import tempfile
+
+    from passes.activation_checkpoint import ActivationCheckpointPass
+
+    handle, path = tempfile.mkstemp(suffix=".json")
+    os.close(handle)
+    try:
+        write_candidate_plan(path, candidate)
+        ActivationCheckpointPass(policy=f"plan={path}").checkpoint(ir_graph.step_function(module), mark=False)
+    finally:
+        os.unlink(path)
+
+
+def paging_genes(evaluator: Any) -> list[PagingGene]:
+    """The paging decisions of a step (see `PagingGene`): every forward node with saved
+    activations, then per parameter (in argument order) its optimizer state, the parameter and its
+    gradient (`d_NAME`, when the step has a value of that name), then each other argument (the
+    batch, labels) of at least one storage page."""
+    from monet_ir.analysis.paging_plan import step_tensor_names
+    from monet_ir.analysis.ir_signatures import tensor_bytes_at
+
+    fn = ir_graph.step_function(evaluator.module)
+    problem = evaluator.checkpoint_problem
+    genes = [PagingGene("activation", node) for node in dict.fromkeys(ir_graph.op_node(s.op) for s in problem.storages)]
+    names = step_tensor_names(fn)
+    infos = ir_graph.arg_infos(fn)
+    page = max(1, evaluator.target.storage.page_bytes) if evaluator.target.storage is not None else 1
+    states: dict[str, list[str]] = {}
+    for info in infos:
+        if info.role == "state" and info.name:
+            owner = next((p.name for p in infos if p.role == "param" and p.name and info.name.startswith(p.name + ".")), None)
+            if owner is not None:
+                states.setdefault(owner, []).append(info.name)
+    for info, arg in zip(infos, fn.body.block.args, strict=True):
+        if not info.name or info.role == "state":
+            continue
+        if info.role == "param":
+            state = tuple(states.get(info.name, ()))
+            grad = f"d_{info.name}"
+            everything = (*state, info.name, *((grad,) if grad in names else ()))
+            values = ((), state, everything) if state else ((), everything)
+            genes.append(PagingGene("tensor", info.name, values))
+        elif tensor_bytes_at(arg.type, evaluator.bits) >= page:
+            genes.append(PagingGene("tensor", info.name, ((), (info.name,))))
+    return genes
+
+
 def apply_checkpoint(module: ModuleOp, recompute: Sequence[str]) -> None:
     """Apply `activation-checkpoint` with the policy of `checkpoint_policy(recompute)` (nothing
     for an empty set: `monet report` applies no pass for `store-all` either)."""
@@ -202,16 +264,35 @@ TILE_CHOICES = (0, 2, 4, 8, 16)  # tiles per fused layer (0 = from the target's 
 
 
 @dataclass(frozen=True)
+class PagingGene:
+    """A paging decision (`--search paging`, targets with a storage level): a forward node's saved
+    activations (`kind` activation: 0 keep, 1 page) or a parameter's tensors (`kind` tensor:
+    0 in main memory, 1 its optimizer state in storage, 2 also the parameter and its gradient;
+    the batch: 0 or 1). `values[v]`: the tensor names value v keeps in storage."""
+
+    kind: str
+    name: str
+    values: tuple[tuple[str, ...], ...] = ((), ())
+
+
+@dataclass(frozen=True)
 class Candidate:
     recompute: tuple[str, ...] = ()
     allocation: tuple[tuple[str, tuple[int, ...]], ...] = ()
     fusion: tuple[str, ...] = ()
     tiles: int = 0
     precision: str | None = None  # a policy's spec (`PrecisionPolicy.spec`); None: the step's own
+    paged: tuple[str, ...] = ()  # forward nodes whose saved activations are paged
+    stored: tuple[str, ...] = ()  # tensors kept in storage (a plan's storage list)
 
     @property
     def graph_key(self) -> tuple:
-        return (self.recompute, self.fusion, self.tiles if self.fusion else 0)
+        key = (self.recompute, self.fusion, self.tiles if self.fusion else 0)
+        return key + (self.paged, self.stored) if self.paged or self.stored else key
+
+    @property
+    def pages(self) -> bool:
+        return bool(self.paged or self.stored)
 
     def mapping_entries(self) -> list[dict[str, Any]]:
         """The allocation as a `--mapping` YAML document (a list of name/core_allocation)."""
@@ -419,7 +500,10 @@ class Evaluator:
         from monet_ir.schedule.taskgraph import extract
 
         module = self.module.clone()
-        apply_checkpoint(module, candidate.recompute)
+        if candidate.pages:
+            apply_plan(module, candidate)
+        else:
+            apply_checkpoint(module, candidate.recompute)
         QuantizePass(policy=self.quantize).apply(Context(), module)
         if candidate.fusion:
             apply_fusion(module, candidate.fusion, candidate.tiles, self.config.target)
@@ -449,8 +533,15 @@ class Evaluator:
         if self.quantize:
             g = self.quantized_graph(candidate)
         else:
+            paged = stored = None
+            if candidate.pages:
+                from monet_ir.analysis.paging_plan import plan_paged
+
+                paged = list(plan_paged(self.checkpoint_problem, candidate.paged))
+                stored = (candidate.stored, None)
             g = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
-                        program=self.program(*key), cache=self._extract_cache, prefix_key=key[1:])
+                        program=self.program(*key[:3]), cache=self._extract_cache, prefix_key=key[1:3],
+                        paged=paged, stored=stored)
         self._graphs[key] = g
         if len(self._graphs) > self._graph_cache:
             self._graphs.popitem(last=False)
@@ -523,8 +614,9 @@ def evaluation_of(report: dict[str, Any]) -> Evaluation:
     peaks = report["memory"]["peak_bytes"]
     capacity = report["memory"]["capacity_bytes"]
     fits = all(peaks[name] <= capacity.get(name, math.inf) for name in peaks)
-    return Evaluation(report["latency_cycles"], report["energy_pj"], sum(peaks.values()), fits,
-                      tuple(sorted(peaks.items())))
+    storage = (report.get("paging") or {}).get("storage")  # the storage level holds what is paged: not counted
+    return Evaluation(report["latency_cycles"], report["energy_pj"],
+                      sum(v for name, v in peaks.items() if name != storage), fits, tuple(sorted(peaks.items())))
 
 
 def evaluation_of_schedule(s) -> Evaluation:
@@ -535,7 +627,9 @@ def evaluation_of_schedule(s) -> Evaluation:
     energy = sum(s.energy_breakdown_pj().values())
     peaks = {name: trace.peak() for name, trace in s.memories.items()}
     fits = all(peaks[name] <= trace.capacity for name, trace in s.memories.items())
-    return Evaluation(latency, energy, sum(peaks.values()), fits, tuple(sorted(peaks.items())))
+    storage = s.target.storage.name if s.target.storage is not None else None  # not counted in the peak
+    return Evaluation(latency, energy, sum(v for name, v in peaks.items() if name != storage), fits,
+                      tuple(sorted(peaks.items())))
 
 
 def find_checkpoint_genes(problem) -> list[CheckpointGene]:

@@ -8,7 +8,12 @@ Genome: a flat list of integers, one per gene, in segments (`GenomeSpec`):
    an index into the node's options (0 = any able core, the scheduler's default);
 3. fusion genes, one per stack `fuse-layers{mode=auto}` would form (0 = unfused, 1 = fused),
    then one tiles gene (an index into `TILE_CHOICES`);
-4. the precision gene (`--search precision`), last: an index into `GenomeSpec.precisions`, the
+4. paging genes (`--search paging`, targets with a storage level; `PagingGene`): per forward
+   node with saved activations 0 = keep, 1 = page (recompute, when its checkpoint gene says
+   so, wins); per parameter 0 = in main memory, 1 = its optimizer state kept in storage, 2 =
+   also the parameter and its gradient; per other argument (the batch) 0 or 1. The candidate
+   is scheduled as `monet report --checkpoint plan=FILE.json` with that plan schedules it;
+5. the precision gene (`--search precision`), last: an index into `GenomeSpec.precisions`, the
    policies searched; the candidate is evaluated as `monet report --precision POLICY` builds
    the step (`Evaluator.variant`).
 
@@ -62,6 +67,7 @@ from monet_ir.explore.evaluate import (
     Evaluation,
     Evaluator,
     FusionGene,
+    PagingGene,
     StepConfig,
     tuned_collection,
 )
@@ -85,15 +91,20 @@ class GenomeSpec:
     allocation: tuple[AllocationGene, ...]
     fusion: tuple[FusionGene, ...] = ()
     precisions: tuple[str, ...] = ()  # the policies the precision gene picks from (specs)
+    paging: tuple[PagingGene, ...] = ()
 
     @staticmethod
     def of(evaluator: Evaluator, objective: str = "schedule", checkpointing: bool = True,
-           allocation: bool = True, fusion: bool = True, precisions: Sequence[str] = ()) -> GenomeSpec:
+           allocation: bool = True, fusion: bool = True, precisions: Sequence[str] = (),
+           paging: bool = False) -> GenomeSpec:
+        from monet_ir.explore.evaluate import paging_genes
+
         schedule = objective == "schedule"
         return GenomeSpec(tuple(evaluator.checkpoint_genes) if checkpointing else (),
                           tuple(evaluator.allocation_genes) if allocation and schedule else (),
                           tuple(evaluator.fusion_genes) if fusion and schedule else (),
-                          tuple(precisions) if schedule else ())
+                          tuple(precisions) if schedule else (),
+                          tuple(paging_genes(evaluator)) if paging and schedule else ())
 
     @property
     def sizes(self) -> list[int]:
@@ -102,6 +113,7 @@ class GenomeSpec:
         sizes = [2] * len(self.checkpoint) + [len(g.options) for g in self.allocation]
         if self.fusion:
             sizes += [2] * len(self.fusion) + [len(TILE_CHOICES)]
+        sizes += [len(g.values) for g in self.paging]
         if self.precisions:
             sizes.append(len(self.precisions))
         return sizes
@@ -120,11 +132,21 @@ class GenomeSpec:
         n += len(self.allocation)
         stacks = tuple(g.spec for g, v in zip(self.fusion, genome[n:n + len(self.fusion)], strict=True) if v)
         tiles = TILE_CHOICES[genome[n + len(self.fusion)]] if stacks else 0
+        n += len(self.fusion) + 1 if self.fusion else 0
         precision = self.precisions[genome[-1]] if self.precisions else None
-        return Candidate(recompute, tuple(allocation), stacks, tiles, precision)
+        if not self.paging:
+            return Candidate(recompute, tuple(allocation), stacks, tiles, precision)
+        values = genome[n:n + len(self.paging)]
+        recomputed = set(recompute)
+        paged = tuple(g.name for g, v in zip(self.paging, values, strict=True)
+                      if g.kind == "activation" and v and g.name not in recomputed)
+        stored = tuple(name for g, v in zip(self.paging, values, strict=True) if g.kind == "tensor"
+                       for name in g.values[v])
+        return Candidate(recompute, tuple(allocation), stacks, tiles, precision, paged, stored)
 
     def encode(self, recompute: Sequence[str] = (), allocation: dict[str, tuple[int, ...]] | None = None,
-               fusion: Sequence[str] = (), tiles: int = 0, precision: str | None = None) -> tuple[int, ...]:
+               fusion: Sequence[str] = (), tiles: int = 0, precision: str | None = None,
+               paging: dict[str, int] | None = None) -> tuple[int, ...]:
         chosen = set(recompute)
         genome = [1 if g.node in chosen else 0 for g in self.checkpoint]
         allocation = allocation or {}
@@ -135,6 +157,8 @@ class GenomeSpec:
             stacks = set(fusion)
             genome += [1 if g.spec in stacks else 0 for g in self.fusion]
             genome.append(TILE_CHOICES.index(tiles) if tiles in TILE_CHOICES else 0)
+        paging = paging or {}
+        genome += [min(paging.get(g.name, 0), len(g.values) - 1) for g in self.paging]
         if self.precisions:
             genome.append(self.precisions.index(precision) if precision in self.precisions else 0)
         return tuple(genome)
@@ -151,6 +175,11 @@ def seed_genomes(evaluator: Evaluator, spec: GenomeSpec, budget: int | None = No
         seeds[f"store-all@{precision}"] = spec.encode(precision=precision)
     if spec.fusion:
         seeds["fuse-all"] = spec.encode(fusion=[g.spec for g in spec.fusion])
+    if spec.paging:
+        tensors = [g for g in spec.paging if g.kind == "tensor"]
+        seeds["page-all"] = spec.encode(paging={g.name: 1 for g in spec.paging if g.kind == "activation"})
+        seeds["state-in-storage"] = spec.encode(paging={g.name: 1 for g in tensors})
+        seeds["all-in-storage"] = spec.encode(paging={g.name: len(g.values) - 1 for g in spec.paging})
     if not spec.checkpoint:
         return seeds
     problem = plans.CheckpointProblem(ir_graph.step_function(evaluator.module))
@@ -386,6 +415,9 @@ class SearchResult:
             row["tiles"] = candidate.tiles
         if self.spec.precisions:
             row["precision"] = candidate.precision
+        if self.spec.paging:
+            row["paged"] = list(candidate.paged)
+            row["stored"] = list(candidate.stored)
         row["seed"] = next((name for name, g in self.seeds.items() if g == genome), "")
         row["genome"] = "".join(_gene_char(v) for v in genome)
         return row
@@ -455,6 +487,7 @@ def run_search(
     allocation: bool = True,
     fusion: bool = True,
     precisions: Sequence[str] = (),
+    paging: bool = False,
     cxpb: float = 0.9,
     mutpb: float = 1.0,
     greedy_seed: bool = True,
@@ -480,7 +513,7 @@ def run_search(
         raise ValueError(f"unknown objective '{objective}' (expected {', '.join(OBJECTIVES)})")
     start = time.perf_counter()
     names = OBJECTIVES[objective]
-    spec = GenomeSpec.of(evaluator, objective, checkpointing, allocation, fusion, precisions)
+    spec = GenomeSpec.of(evaluator, objective, checkpointing, allocation, fusion, precisions, paging)
     seeds = seed_genomes(evaluator, spec, budget, objective, greedy_seed)
     sizes = spec.sizes
     rng_state = random.getstate()

@@ -14,14 +14,24 @@ from monet_ir.explore.evaluate import Candidate, StepConfig, checkpoint_policy
 from monet_ir.explore.ga import SearchResult
 
 
-def report_command(config: StepConfig, candidate: Candidate, out: str, mapping: str | None) -> list[str]:
+def report_command(config: StepConfig, candidate: Candidate, out: str, mapping: str | None,
+                   plan: str | None = None) -> list[str]:
     """`monet report` arguments that schedule exactly this candidate (under its own precision
-    policy when the precision gene chose one)."""
+    policy when the precision gene chose one). A candidate that pages is given as a plan file,
+    written to `plan` (`--checkpoint plan=FILE.json`)."""
     if candidate.precision is not None:
         import dataclasses
 
         config = dataclasses.replace(config, precision=candidate.precision)
-    args = ["monet", "report", *config.report_args(), "--out", out, "--checkpoint", checkpoint_policy(candidate.recompute)]
+    if candidate.pages:
+        from monet_ir.explore.evaluate import write_candidate_plan
+
+        assert plan is not None
+        write_candidate_plan(plan, candidate)
+        policy = f"plan={plan}"
+    else:
+        policy = checkpoint_policy(candidate.recompute)
+    args = ["monet", "report", *config.report_args(), "--out", out, "--checkpoint", policy]
     if candidate.allocation:
         assert mapping is not None
         args += ["--mapping", mapping]
@@ -87,7 +97,7 @@ def write_search(result: SearchResult, config: StepConfig, out: Path, budget: in
         if candidate.allocation:
             mapping = str(out / "chosen_mapping.yaml")
             write_mapping(candidate, Path(mapping))
-        command = report_command(config, candidate, str(out / "chosen_report"), mapping)
+        command = report_command(config, candidate, str(out / "chosen_report"), mapping, str(out / "chosen_plan.json"))
         chosen["point"] = result.point(genome)
         chosen["command"] = command
         chosen["command_line"] = shlex.join(command)
@@ -154,12 +164,14 @@ def front_table(result: SearchResult, limit: int = 20) -> str:
         rows = [rows[round(i * step)] for i in range(limit)]
     lines = []
     if result.objective == "schedule":
+        paging = bool(result.spec.paging)
         lines.append(f"{'latency (cycles)':>18}{'energy (mJ)':>13}{'peak (MiB)':>12}  {'recompute':>9}{'pinned':>8}"
-                     f"{'fused':>7}  {'precision  ' if result.spec.precisions else ''}seed")
+                     f"{'fused':>7}{'  paged  stored' if paging else ''}  {'precision  ' if result.spec.precisions else ''}seed")
         for g in rows:
             p = result.point(g)
             lines.append(f"{p['latency_cycles']:>18,}{p['energy_pj'] / 1e9:>13.4f}{p['peak_memory_bytes'] / 2**20:>12.2f}"
-                         f"  {len(p['recompute']):>9}{len(p['allocation']):>8}{len(p.get('fusion', [])):>7}  "
+                         f"  {len(p['recompute']):>9}{len(p['allocation']):>8}{len(p.get('fusion', [])):>7}"
+                         + (f"{len(p['paged']):>7}{len(p['stored']):>8}" if paging else "") + "  "
                          + (f"{p['precision']}  " if result.spec.precisions else "") + p["seed"])
     else:
         lines.append(f"{'recompute (cycles)':>20}{'saved (bytes)':>16}  {'recompute':>9}  seed")
