@@ -129,13 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "in a second process (about a second of CPU)")
     report.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
     sub.add_parser("targets", help="list the built-in targets")
-    plan = sub.add_parser("plan", help="the fastest parallel plan (dp x pp x ZeRO x micro-batches) that fits a system")
+    plan = sub.add_parser("plan", help="the fastest parallel plan (dp x tp x pp x ZeRO x micro-batches) that fits a system")
     plan.add_argument("model", help="ONNX model")
     plan.add_argument("--system", required=True, help="multi-chip system: built-in name or system YAML")
     plan.add_argument("--out", required=True, help="output directory (plans.json, plans.txt)")
-    plan.add_argument("--microbatches", default="1,2,4,8", metavar="M,M,...", help="micro-batch counts tried with pp > 1")
-    plan.add_argument("--zero", default="0,1,2,3", metavar="S,S,...", help="ZeRO stages tried with dp > 1")
-    plan.add_argument("--bucket", type=int, default=25_000_000, help="gradient bucket bytes")
+    _plan_options(plan)
     plan.add_argument("--loss", default="cross-entropy", choices=["cross-entropy", "mse", "sum", "none"])
     plan.add_argument("--labels", default="labels", help="name of the labels input the loss adds")
     plan.add_argument("--optimizer", default="adam", choices=["sgd", "momentum", "adam", "adamw"])
@@ -158,10 +156,19 @@ def _step_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
 
 
+def _plan_options(p: argparse.ArgumentParser) -> None:
+    """The options of the parallel plan search (`monet plan`, `monet explore --search parallel`)."""
+    p.add_argument("--microbatches", default="1,2,4,8", metavar="M,M,...", help="micro-batch counts tried with pp > 1")
+    p.add_argument("--zero", default="0,1,2,3", metavar="S,S,...", help="ZeRO stages tried with dp > 1")
+    p.add_argument("--tp", metavar="T,T,...", help="tensor-parallel degrees tried (default: the divisors of a node's chips)")
+    p.add_argument("--bucket", type=int, default=25_000_000, help="gradient bucket bytes")
+
+
 def add_explore_parsers(sub: Any) -> None:
     explore = sub.add_parser("explore", help="genetic search over checkpointing, core allocation and fusion")
     explore.add_argument("model", help="ONNX model")
-    explore.add_argument("--target", required=True, help="built-in target name or target YAML")
+    explore.add_argument("--target", help="built-in target name or target YAML (required but with --search parallel)")
+    explore.add_argument("--system", help="--search parallel: the multi-chip system (built-in name or system YAML)")
     explore.add_argument("--out", help="output directory (required unless --resume DIR)")
     explore.add_argument("--objective", default="schedule", choices=["schedule", "checkpoint", "energy"],
                          help="schedule: latency, energy, peak memory of the scheduled step; checkpoint: "
@@ -181,10 +188,12 @@ def add_explore_parsers(sub: Any) -> None:
                          help="--objective energy: latency of the step in cycles (default: none)")
     explore.add_argument("--exact", action="store_true",
                          help="also solve the checkpoint choice exactly (MILP; implies --objective checkpoint)")
-    explore.add_argument("--search", default="all", metavar="checkpoint|paging|fusion|allocation|precision|all[,...]",
+    _plan_options(explore)
+    explore.add_argument("--search", default="all", metavar="checkpoint|paging|fusion|allocation|precision|all[,...]|parallel",
                          help="the decisions searched (default all; several separated by commas, e.g. "
                               "checkpoint,allocation for a layer-by-layer search; all does not include "
-                              "precision)")
+                              "precision); parallel: the dp x tp x pp x ZeRO x micro-batch plans of --system "
+                              "(as monet plan)")
     explore.add_argument("--precisions", action="append", metavar="NAME,NAME,...|CLASS=NAME,...",
                          help="--search precision: the policies the gene picks from (format names, each for "
                               "every tensor class as --precision NAME; repeat the option for a per-class policy)")
@@ -402,6 +411,16 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         os.environ[disk_cache.ENV] = "off"  # inherited by worker processes
         disk_cache.reset()  # read again on first use
+    if args.command == "explore" and args.search.strip() == "parallel":
+        from monet_ir.tools.parallel_plan import run_explore_parallel
+
+        sys.exit(run_reporting_errors("monet", lambda: run_explore_parallel(args, Progress(enabled=True)), args.model))
+    if args.command == "explore" and (not args.target or args.system):
+        def refuse() -> None:
+            raise UsageError("--system goes with --search parallel" if args.system else
+                             "--target is required (or --system with --search parallel)")
+
+        sys.exit(run_reporting_errors("monet", refuse, args.model))
     if args.command in ("explore", "sweep"):
         from monet_ir.explore.cli import run_explore, run_sweep
 

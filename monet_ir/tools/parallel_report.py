@@ -15,6 +15,16 @@ from typing import Any
 from monet_ir.errors import UsageError
 
 
+class PlanError(UsageError):
+    """The plan cannot be built for this model (tensor parallelism finds nothing to split, or tp
+    does not divide a split axis; a pipeline cut that is impossible). `reason`: the message
+    without the model and plan."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason or message
+
+
 def build_parallel_step(model: str, plan, *, dims=None, loss="cross-entropy", labels="labels", optimizer="adam",
                         lr=1e-3, checkpoint="store-all", progress=None):
     """The module of one chip's training step under `plan` (passes only, no schedule)."""
@@ -52,7 +62,8 @@ def build_parallel_step(model: str, plan, *, dims=None, loss="cross-entropy", la
     try:
         par.apply(Context(), module)
     except PassFailedException as e:
-        raise UsageError(f"{model}: --parallel {plan.spec()}: {str(e).splitlines()[0].removeprefix('parallelize: ')}") from None
+        reason = str(e).splitlines()[0].removeprefix("parallelize: ")
+        raise PlanError(f"{model}: --parallel {plan.spec()}: {reason}", reason) from None
     pipeline.append(par.pipeline_pass_spec())
     return module, pipeline
 
