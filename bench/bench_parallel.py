@@ -2,9 +2,10 @@
 weights) on 64 datacenter chips (8 nodes of 8, hierarchical network), reported by
 `monet report --system ... --parallel ...` in a fresh process: wall time and peak RSS against
 the targets (60 s, 4 GB on a 2-core machine). With `--plans`, also `monet plan` for GPT-2 124M
-on two systems (needs ../shared/models).
+on two systems; with `--table`, the README's table of GPT-2 124M plans with tensor parallelism
+on three systems, one `monet report` each (both need ../shared/models).
 
-    python bench/bench_parallel.py [--parallel dp=8,pp=8,microbatches=8,zero=1] [--plans]
+    python bench/bench_parallel.py [--parallel dp=8,pp=8,microbatches=8,zero=1] [--plans] [--table] [--no-xl]
 """
 
 from __future__ import annotations
@@ -44,15 +45,67 @@ def timed(cmd: list[str]) -> tuple[float, float, str]:
     return wall, max(peak, before) / 1024, done.stdout
 
 
+TABLE = [  # (system, plan): GPT-2 124M, bf16, tp combined with dp, pp and ZeRO
+    ("8x_tpu_like_quad_core", "pp=8,microbatches=4"),
+    ("8x_tpu_like_quad_core", "dp=4,tp=2,zero=3"),
+    ("8x_tpu_like_quad_core", "dp=2,tp=4,zero=3"),
+    ("8x_tpu_like_quad_core", "dp=2,tp=2,pp=2,zero=1,microbatches=8"),
+    ("8x_tpu_like_quad_core", "tp=8"),
+    ("8x_datacenter", "dp=8,zero=1"),
+    ("8x_datacenter", "dp=4,tp=2"),
+    ("8x_datacenter", "dp=4,tp=2,zero=1"),
+    ("8x_datacenter", "dp=2,tp=4"),
+    ("8x_datacenter", "tp=4,pp=2,microbatches=8"),
+    ("4x8_datacenter", "dp=16,tp=2,zero=1"),
+    ("4x8_datacenter", "dp=8,tp=4"),
+    ("4x8_datacenter", "dp=8,tp=4,algorithm=hierarchical"),
+    ("4x8_datacenter", "dp=4,tp=4,pp=2,zero=1,microbatches=4"),
+]
+
+
+def table(models: Path, tmp: Path) -> None:
+    gpt2 = models / "gpt2_124m_b1.onnx"
+    print("| system | plan | step (ms) | per sample (ms) | no comm. (ms) | tp comm. (ms) | dp comm. (ms) | exposed (ms) "
+          "| network energy | model state / chip | total / chip | fits | report time |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for i, (system, plan) in enumerate(TABLE):
+        out = tmp / f"t{i}"
+        cmd = [sys.executable, "-m", "monet_ir.tools.monet", "report", str(gpt2), "--system", system, "--precision", "bf16",
+               "--parallel", plan, "--out", str(out)]
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if done.returncode != 0:
+            why = done.stderr.strip().splitlines()[-1].split(": ")[-1]
+            print(f"| `{system}` | {plan} | refused: {why} | | | | | | | | | | {wall:.1f} s |")
+            continue
+        r = json.loads((out / "report.json").read_text())
+        c, mem, plan_ = r["communication"], r["memory_per_device"], r["plan"]
+        groups = c.get("by_group", {})
+        samples = plan_["dp"] * plan_["microbatches"]
+        share = r["energy_breakdown_pj"]["network"] / r["energy_pj"] * 100
+        print(f"| `{system}` | {plan} | {r['latency_s'] * 1e3:.2f} | {r['latency_s'] * 1e3 / samples:.2f} "
+              f"| {r['chip_latency_cycles'] / r['frequency_hz'] * 1e3:.2f} "
+              f"| {groups.get('tp', {}).get('time_s', 0) * 1e3:.2f} | {groups.get('dp', {}).get('time_s', 0) * 1e3:.2f} "
+              f"| {c['exposed_s'] * 1e3:.2f} | {share:.1f} % | {mem['model_state_bytes'] / 1e6:,.0f} MB "
+              f"| {mem['total_bytes'] / 1e6:,.0f} MB | {'yes' if mem['fits'] else 'no'} | {wall:.1f} s |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parallel", default="dp=8,pp=8,microbatches=8,zero=1")
     parser.add_argument("--plans", action="store_true", help="also search plans for GPT-2 124M (minutes)")
+    parser.add_argument("--table", action="store_true", help="also the README's table of GPT-2 124M plans with tp")
+    parser.add_argument("--no-xl", action="store_true", help="skip the GPT-2 XL step")
     parser.add_argument("--models", type=Path,
                         default=Path(os.environ.get("MONET_SHARED", HERE.parents[1] / "shared")) / "models")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        if args.table:
+            table(args.models, tmp)
+        if args.no_xl:
+            return
         model = tmp / "gpt2_xl_b1.onnx"
         subprocess.run([sys.executable, str(HERE / "make_gpt2.py"), str(model)], check=True)
         system = tmp / "8x8_datacenter.yaml"
@@ -74,6 +127,7 @@ def main() -> None:
                                         "--precision", "bf16", "--out", str(tmp / name)])
                 print(f"\nmonet plan gpt2_124m_b1 on {name}: {wall:.1f} s, peak RSS {rss:.0f} MB")
                 print("\n".join(out.splitlines()[:8]))
+                print("\n".join(line for line in out.splitlines() if "front" in line))
 
 
 if __name__ == "__main__":
