@@ -33,7 +33,6 @@ from typing import ClassVar
 from xdsl.dialects.builtin import IntegerAttr, StringAttr, TensorType
 from xdsl.ir import Dialect
 from xdsl.irdl import (
-    irdl_op_definition,
     operand_def,
     opt_prop_def,
     prop_def,
@@ -44,7 +43,7 @@ from xdsl.irdl import (
 )
 from xdsl.traits import MemoryWriteEffect
 
-from dialects.base import MonetOp, elem_of, expect, int_of, num_elements, shape_of, str_of
+from dialects.base import MonetOp, elem_of, expect, int_of, irdl_op_definition, num_elements, shape_of, str_of
 
 ALGORITHMS = ("ring", "tree", "hierarchical", "direct")
 

@@ -26,7 +26,6 @@ from xdsl.ir import Dialect
 from xdsl.irdl import (
     AnyAttr,
     VarConstraint,
-    irdl_op_definition,
     operand_def,
     opt_operand_def,
     opt_prop_def,
@@ -47,6 +46,7 @@ from dialects.base import (
     expect_shape,
     int_of,
     ints_of,
+    irdl_op_definition,
     matmul_shape,
     normalize_axis,
     pool_output_shape,

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import BoolAttr, FloatAttr, TensorType
 from xdsl.ir import Dialect
-from xdsl.irdl import irdl_op_definition, operand_def, opt_prop_def, prop_def, traits_def
+from xdsl.irdl import operand_def, opt_prop_def, prop_def, traits_def
 from xdsl.traits import MemoryWriteEffect
 
 from typing import ClassVar
 
-from dialects.base import MonetOp, elem_of, expect, expect_shape, float_of, is_float_type, shape_of
+from dialects.base import MonetOp, elem_of, expect, expect_shape, float_of, irdl_op_definition, is_float_type, shape_of
 
 
 class OptimizerOp(MonetOp):

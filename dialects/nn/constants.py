@@ -15,12 +15,12 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.ir import Attribute, ParametrizedAttribute
-from xdsl.irdl import base, irdl_attr_definition, irdl_op_definition, opt_prop_def, prop_def, result_def, traits_def
+from xdsl.irdl import base, irdl_attr_definition, opt_prop_def, prop_def, result_def, traits_def
 from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
 
-from dialects.base import MonetOp, expect, float_of, num_elements, str_of
+from dialects.base import MonetOp, expect, float_of, irdl_op_definition, num_elements, str_of
 
 
 @irdl_attr_definition

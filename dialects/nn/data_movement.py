@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, TensorType, i1
 from xdsl.irdl import (
-    irdl_op_definition,
     operand_def,
     opt_prop_def,
     prop_def,
@@ -27,6 +26,7 @@ from dialects.base import (
     float_of,
     int_of,
     ints_of,
+    irdl_op_definition,
     is_float_type,
     normalize_axis,
     num_elements,

@@ -8,7 +8,6 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr, TensorType
 from xdsl.irdl import (
     AnyAttr,
     VarConstraint,
-    irdl_op_definition,
     operand_def,
     opt_prop_def,
     prop_def,
@@ -28,6 +27,7 @@ from dialects.base import (
     expect_same_elem,
     expect_shape,
     int_of,
+    irdl_op_definition,
     normalize_axis,
     operands_format,
     raise_verify,

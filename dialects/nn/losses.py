@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import IntegerAttr, StringAttr, TensorType
 from xdsl.irdl import (
-    irdl_op_definition,
     operand_def,
     opt_operand_def,
     opt_prop_def,
@@ -14,7 +13,16 @@ from xdsl.irdl import (
 )
 from xdsl.traits import Pure
 
-from dialects.base import MonetOp, expect, expect_shape, is_float_type, operands_format, shape_of, str_of
+from dialects.base import (
+    MonetOp,
+    expect,
+    expect_shape,
+    irdl_op_definition,
+    is_float_type,
+    operands_format,
+    shape_of,
+    str_of,
+)
 
 
 @irdl_op_definition

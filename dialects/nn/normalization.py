@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xdsl.dialects.builtin import BoolAttr, FloatAttr, IntegerAttr, TensorType
-from xdsl.irdl import irdl_op_definition, operand_def, opt_operand_def, opt_prop_def, result_def, traits_def
+from xdsl.irdl import operand_def, opt_operand_def, opt_prop_def, result_def, traits_def
 from xdsl.traits import Pure
 
 from dialects.base import (
@@ -13,6 +13,7 @@ from dialects.base import (
     expect_float,
     expect_shape,
     int_of,
+    irdl_op_definition,
     normalize_axis,
     operands_format,
     raise_verify,

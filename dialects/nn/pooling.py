@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, IntegerAttr, TensorType
-from xdsl.irdl import irdl_op_definition, operand_def, opt_prop_def, prop_def, result_def, traits_def
+from xdsl.irdl import operand_def, opt_prop_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
 
 from dialects.base import (
@@ -14,6 +14,7 @@ from dialects.base import (
     expect_shape,
     int_of,
     ints_of,
+    irdl_op_definition,
     normalize_axis,
     operands_format,
     pool_output_shape,
