@@ -19,7 +19,7 @@ slower store): `"storage": [NAME, ...]` names step arguments (parameters, optimi
 batch: `fc1.weight`, `fc1.weight.exp_avg`) and values (gradients `d_fc1.weight`, activations by
 their name) that live in the storage level and are paged into main memory around each use
 (`monet_ir.schedule.paging.add_storage_tasks`); `"tile_bytes": N` bounds the main memory such a
-tensor occupies while it is used (larger ones are moved through it in tiles; default: an eighth
+tensor occupies while it is used (larger ones are moved through it in tiles; default: a sixteenth
 of main memory, whole storage pages). Either field may stand without `activations`.
 
 Other top-level fields (what wrote the plan, its predicted figures) are informative and
@@ -150,13 +150,22 @@ def paged_results(op: Operation) -> tuple[int, ...]:
     return tuple(int(v) for v in mark.get_values())
 
 
+def value_name(value: Any) -> str:
+    """The name the scheduler's task graph gives a value: its name hint, else its op's node (else
+    the op's name); several values may share one."""
+    from monet_ir import graph as ir_graph
+
+    return value.name_hint or ir_graph.op_node(value.op) or value.op.name
+
+
 def step_tensor_names(fn: Any) -> set[str]:
-    """Names a plan's `storage` may use: the step's arguments and the name hints of its values."""
+    """Names a plan's `storage` may use: the step's arguments and its values' names
+    (`value_name`)."""
     from monet_ir import graph as ir_graph
 
     names = {info.name for info in ir_graph.arg_infos(fn) if info.name}
     for op in fn.body.block.ops:
-        names.update(r.name_hint for r in op.results if r.name_hint)
+        names.update(value_name(r) for r in op.results)
     return names
 
 

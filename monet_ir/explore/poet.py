@@ -705,6 +705,8 @@ def _storage_homes(model: PoetModel, evaluator: Any, fn: Any, ops: list[Any], ph
 
     from monet_ir import graph as ir_graph
     from monet_ir.analysis.ir_signatures import signature_of
+    from monet_ir.analysis.paging_plan import value_name
+    from monet_ir.analysis.saved import storage_of
     from monet_ir.cost.signature import LoopNestSig
     from monet_ir.schedule.paging import default_tile, tile_passes
 
@@ -716,10 +718,10 @@ def _storage_homes(model: PoetModel, evaluator: Any, fn: Any, ops: list[Any], ph
     arg_roles = {arg: info.role for arg, info in zip(fn.body.block.args, ir_graph.arg_infos(fn))}
     counts = Counter(arg_names.values())
     for op in fn.body.block.ops:
-        counts.update(r.name_hint for r in op.results if r.name_hint)
+        counts.update(value_name(r) for r in op.results)
 
     def name_of(root: Any) -> str | None:
-        return arg_names.get(root) if isinstance(root, BlockArgument) else getattr(root, "name_hint", None)
+        return arg_names.get(root) if isinstance(root, BlockArgument) else value_name(root)
 
     loop_nest: dict[int, bool] = {}
 
@@ -746,7 +748,7 @@ def _storage_homes(model: PoetModel, evaluator: Any, fn: Any, ops: list[Any], ph
         for u in uses:
             passes = 1
             if nbytes > tile and is_loop_nest(u):
-                others = [size(v) for v in ops[u].operands if v is not root]
+                others = [size(v) for v in dict.fromkeys(storage_of(o) for o in ops[u].operands) if v is not root]
                 passes = tile_passes(int(nbytes), [int(b) for b in others], tile)
             c, e = transfer(nbytes * passes, write=False)
             cycles, energy = cycles + c, energy + e
@@ -769,8 +771,9 @@ def _storage_homes(model: PoetModel, evaluator: Any, fn: Any, ops: list[Any], ph
         if name and name not in saved_names:
             groups.setdefault(name, []).append((lo, hi, nbytes, root))
     for name, members in sorted(groups.items(), key=lambda kv: (min(m[0] for m in kv[1]), kv[0])):
-        # every tensor of that name (the scheduler keeps them all in storage), not too small
-        if len(members) != sum(1 for _ in range(counts[name])) or max(m[2] for m in members) < minimum:
+        # every tensor of that name (the scheduler keeps them all in storage: no saved storage
+        # has it), not too small
+        if max(m[2] for m in members) < minimum:
             continue
         points: dict[int, float] = {}
         cycles = energy = 0.0

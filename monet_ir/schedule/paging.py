@@ -205,7 +205,7 @@ class Paging:
 # - an in-place update (the optimizer's) updates that buffer and pages it back (a `write`).
 #
 # A buffer holds the whole tensor, or, when it is larger than the tile (`tile_bytes` of the plan;
-# default an eighth of main memory, whole pages), one tile at a time: the transfer is cut into
+# default a sixteenth of main memory, whole pages), one tile at a time: the transfer is cut into
 # tiles of that size (one latency each), so a tensor larger than main memory streams through it.
 # A loop-nest op reading two such tensors larger than the tile reads the larger one once per
 # tile of the smaller (blocked: a tile of the smaller stays while the larger streams past).
@@ -226,13 +226,13 @@ class StoragePlan:
 
 
 def default_tile(target: Any) -> int:
-    """An eighth of main memory, rounded down to whole storage pages (at least one page)."""
+    """A sixteenth of main memory, rounded down to whole storage pages (at least one page)."""
     main, storage = target.dram, target.storage
     capacity = main.capacity_bytes if main is not None else float("inf")
     if not math.isfinite(capacity):
         return 1 << 62
     page = storage.page_bytes if storage is not None and storage.page_bytes > 0 else 1
-    return max(page, int(capacity // 8) // page * page)
+    return max(page, int(capacity // 16) // page * page)
 
 
 def tile_passes(full: int, others: Iterable[int], tile: int) -> int:
@@ -311,6 +311,8 @@ def add_storage_tasks(tasks: list[Any], tensors: list[Any], stored: Iterable[int
             home = tid
             t.kind = "stored"
         else:
+            if t.kind == "const":  # a constant kept in storage: in main memory only until paged out
+                t.kind, t.persistent = "activation", False
             producer = tasks[t.producer]
             home = tensor(f"{t.name}@storage", full, "paged", None)
             out = add("page_out", producer.node, (tid,), (home,), {t.producer}, producer.op_index, "write")
@@ -331,10 +333,9 @@ def add_storage_tasks(tasks: list[Any], tensors: list[Any], stored: Iterable[int
         for op_index, group in sorted(groups.items(), key=lambda kv: kv[1][0]):
             node = tasks[group[0]].node
             index = len(tasks)
-            copy = tensor(f"{t.name}@in", full, t.kind if t.kind != "stored" else tensors[tid].kind, index)
+            copy = tensor(f"{t.name}@in", full, "param" if t.kind == "stored" else t.kind, index)
             add("page_in", node, (home,), (copy,), {*before.get(op_index, {just_before.get(op_index)}), last_write},
                 op_index, "read")
-            tensors[copy].kind = "param" if t.kind == "stored" else t.kind
             tensors[home].consumers.append(index)
             plan.buffers.append((copy, full))
             plan.reads[index] = (copy, full, tuple(sorted({b for c in group for b in big_operands(c, tid)})))
