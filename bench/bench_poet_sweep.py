@@ -76,27 +76,35 @@ def main() -> None:
             start = time.perf_counter()
             try:
                 evaluator = Evaluator(StepConfig(model=str(path), target=target))
-                model = poet.build_model(evaluator)
                 base = poet.measure(evaluator, {})
+                capacity = evaluator.target.dram.capacity_bytes
+                fits = base["peak_bytes"] <= capacity
+                # where the step does not fit main memory every tensor streams through it: the
+                # tile trades main memory (a buffer per operand) against re-reads (energy)
+                page = evaluator.target.storage.page_bytes or 1
+                tiles = [None] if fits else [int(capacity // k) // page * page for k in (8, 16)]
+                models = [poet.build_model(evaluator, tile) for tile in tiles]
+                model = models[0]
             except Exception as e:  # noqa: BLE001 (a step the target cannot run: recorded)
                 reason = str(e).strip().splitlines()[0]
                 print(f"{name} on {target}: no store-all schedule: {reason}")
                 results.append({"model": name, "target": target, "error": reason})
                 continue
-            capacity = evaluator.target.dram.capacity_bytes
-            fits = base["peak_bytes"] <= capacity
             reference = base["peak_bytes"] if fits else capacity
             fractions = FRACTIONS if fits else CAPACITY_FRACTIONS
             time_budget = args.time_factor * base["latency_cycles"]
             print(f"\n{name} on {target}: store-all {base['energy_pj'] / 1e9:.1f} mJ, "
                   f"{base['latency_cycles']:,.0f} cycles, '{model.budgeted}' peak {base['peak_bytes']:,.0f} B; "
-                  f"latency budget {time_budget:,.0f} cycles; {len(model.genes)} genes, {model.points} ops")
+                  f"latency budget {time_budget:,.0f} cycles; {len(model.genes)} genes, {len(model.homes)} tensor names "
+                  f"that may be kept in storage, {model.points} ops" + (f"; tiles {[m.tile for m in models]}" if len(models) > 1 else ""))
             print(f"  {'budget':>7} {'mode':<15} {'status':<12} {'model mJ':>10} {'measured mJ':>12} "
                   f"{'peak B':>13} {'latency':>15} {'paged B':>12} {'s':>6}")
             rows = []
             for fraction in fractions:
                 budget = fraction * reference
-                for mode, (recompute, page) in MODES.items():
+                for (mode, (recompute, page)), model in ((m, t) for m in MODES.items() for t in models):
+                    if not page and model is not models[0]:
+                        continue  # the tile matters only to tensors kept in storage
                     t0 = time.perf_counter()
                     sol = poet.solve_measured(evaluator, model, budget, time_budget, recompute=recompute, page=page,
                                               time_limit=args.time_limit)
@@ -107,10 +115,12 @@ def main() -> None:
                            "status": sol.status,
                            "model_energy_pj": sol.energy_pj if sol.decisions else None,
                            "measured": sol.measured, "meets_budgets": meets, "plan": sol.plan(),
-                           "seconds": seconds, "rounds": sol.rounds}
+                           "storage": model.stored_names(sol.decisions, sol.stored) if sol.decisions else [],
+                           "tile_bytes": model.tile if page else None, "seconds": seconds, "rounds": sol.rounds}
                     rows.append(row)
                     m = sol.measured
-                    print(f"  {fraction:>7.3f} {mode:<15} {sol.status.split(';')[0][:12]:<12} "
+                    print(f"  {fraction:>7.3f} {mode + (f' t{model.tile >> 10}K' if len(models) > 1 and page else ''):<15} "
+                          f"{sol.status.split(';')[0][:12]:<12} "
                           f"{(sol.energy_pj / 1e9 if sol.decisions else math.nan):>10.1f} "
                           f"{(m['energy_pj'] / 1e9 if m else math.nan):>12.1f} "
                           f"{(m['peak_bytes'] if m else math.nan):>13,.0f} {(m['latency_cycles'] if m else math.nan):>15,.0f} "

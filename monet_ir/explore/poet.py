@@ -545,8 +545,9 @@ def chain_optimum(n: int, budget: int) -> int | None:
 # ---------------------------------------------------------------------- a real step
 
 
-def build_model(evaluator: Any) -> PoetModel:
-    """The model of the evaluator's step on its target (see the module docstring)."""
+def build_model(evaluator: Any, tile_bytes: int | None = None) -> PoetModel:
+    """The model of the evaluator's step on its target (see the module docstring); `tile_bytes`:
+    the tile of tensors kept in storage (default `monet_ir.schedule.paging.default_tile`)."""
     from xdsl.ir import BlockArgument, OpResult
 
     from dialects import nn
@@ -680,7 +681,8 @@ def build_model(evaluator: Any) -> PoetModel:
     frontier_roots = _frontier_roots(cones, evaluator)
     model.frontier_life = [(position.get(root.op, 0), backward_end) for root in frontier_roots]
     if storage is not None:
-        home_of, transfer = _storage_homes(model, evaluator, fn, ops, phase, readers, spans, storages, size)
+        home_of, transfer = _storage_homes(model, evaluator, fn, ops, phase, readers, spans, storages, size,
+                                           tile_bytes)
         _clone_reads(model, cones, cone_storage, home_of, s_index, size, transfer)
     measured = measure(evaluator, {})
     model.base_latency = measured["latency_cycles"]
@@ -690,7 +692,8 @@ def build_model(evaluator: Any) -> PoetModel:
 
 def _storage_homes(model: PoetModel, evaluator: Any, fn: Any, ops: list[Any], phase: list[str],
                    readers: dict[Any, list[int]], spans: dict[Any, tuple[int, int, float]], storages: list[Any],
-                   size: Callable[[Any], float]) -> tuple[dict[Any, int], Callable[..., tuple[float, float]]]:
+                   size: Callable[[Any], float],
+                   tile_bytes: int | None = None) -> tuple[dict[Any, int], Callable[..., tuple[float, float]]]:
     """The tensors the model may keep in storage (a plan's `storage` list, see
     `monet_ir.schedule.paging`): every tensor of `spans` (in `base`) and every saved storage
     with a name of its own in the step, of at least one storage page. When kept in storage a
@@ -712,7 +715,7 @@ def _storage_homes(model: PoetModel, evaluator: Any, fn: Any, ops: list[Any], ph
 
     target = evaluator.target
     storage, main, freq = target.storage, target.dram, target.frequency_hz
-    tile = default_tile(target)
+    tile = tile_bytes or default_tile(target)
     model.tile = tile
     arg_names = {arg: info.name for arg, info in zip(fn.body.block.args, ir_graph.arg_infos(fn)) if info.name}
     arg_roles = {arg: info.role for arg, info in zip(fn.body.block.args, ir_graph.arg_infos(fn))}
