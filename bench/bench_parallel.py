@@ -5,7 +5,7 @@ the targets (60 s, 4 GB on a 2-core machine). With `--plans`, also `monet plan` 
 on two systems; with `--table`, the README's table of GPT-2 124M plans with tensor parallelism
 on three systems, one `monet report` each (both need ../shared/models).
 
-    python bench/bench_parallel.py [--parallel dp=8,pp=8,microbatches=8,zero=1] [--plans] [--table] [--no-xl]
+    python bench/bench_parallel.py [--parallel dp=8,pp=8,microbatches=8,zero=1] [--heads 25] [--plans] [--table] [--no-xl]
 """
 
 from __future__ import annotations
@@ -97,6 +97,8 @@ def main() -> None:
     parser.add_argument("--plans", action="store_true", help="also search plans for GPT-2 124M (minutes)")
     parser.add_argument("--table", action="store_true", help="also the README's table of GPT-2 124M plans with tp")
     parser.add_argument("--no-xl", action="store_true", help="skip the GPT-2 XL step")
+    parser.add_argument("--heads", type=int, default=25,
+                        help="attention heads of the XL shape (25 as GPT-2 XL; 32 lets tp = 2, 4, 8 split them)")
     parser.add_argument("--models", type=Path,
                         default=Path(os.environ.get("MONET_SHARED", HERE.parents[1] / "shared")) / "models")
     args = parser.parse_args()
@@ -107,7 +109,7 @@ def main() -> None:
         if args.no_xl:
             return
         model = tmp / "gpt2_xl_b1.onnx"
-        subprocess.run([sys.executable, str(HERE / "make_gpt2.py"), str(model)], check=True)
+        subprocess.run([sys.executable, str(HERE / "make_gpt2.py"), str(model), "--heads", str(args.heads)], check=True)
         system = tmp / "8x8_datacenter.yaml"
         system.write_text(SYSTEM)
         wall, rss, _ = timed([sys.executable, "-m", "monet_ir.tools.monet", "report", str(model), "--system", str(system),
