@@ -387,3 +387,22 @@ def test_tensor_parallel_groups_sit_inside_a_node():
     for plan in (Plan(dp=8, tp=4), Plan(dp=4, tp=8), Plan(dp=2, tp=4, pp=4)):
         for group in plan.groups("tp"):
             assert len({chip // k for chip in group}) == 1, (plan, group)
+
+
+def test_a_forward_all_reduce_alone_costs_its_alpha_beta_time():
+    from monet_ir.network.collectives import idle_time_s
+    from monet_ir.parallel.step import run_step
+    from targets import get_target
+    from targets.system import System, build_network
+
+    system = System("4x_dc", get_target("datacenter"), 4, build_network("switch", 4, 50e9, 2e-6, 1.0))
+    fn = graph.step_function(split_step(GPT2, tp=4))
+    result = run_step(fn, system, Plan(tp=4), bits=16)
+    runs = [r for r in result.collectives if r.group == "tp"]
+    assert len(runs) == 16
+    first = min(runs, key=lambda r: r.start)  # the first layer's attention projection: nothing else in flight
+    assert first.phase == "forward" and first.bytes == 128 * 256 * 2
+    want = idle_time_s("all_reduce", "ring", 4, first.bytes, 50e9, 2e-6)
+    assert (first.net_end - first.start) / system.chip.frequency_hz == pytest.approx(want, rel=0.01)
+    # a forward all-reduce blocks its consumers: the step is longer than the chip's alone
+    assert result.latency_cycles > result.chip_latency_cycles
