@@ -140,6 +140,14 @@ def index_map(op: Operation) -> IndexMap | None:
         dy, r = _shape(op.grad), _shape(op.result)
         off = len(dy) - len(r)
         return IndexMap([list(range(len(dy)))], [[i + off if d == dy[i + off] else None for i, d in enumerate(r)]])
+    if isinstance(op, nn.ReduceSumOp | nn.ReduceMeanOp):  # linear: a split reduced axis gives a partial sum
+        rank = len(_shape(op.input))
+        reduced = set(op.reduced_axes())
+        from dialects.base import bool_of
+
+        keep = bool_of(op.keepdims, True)
+        out = [None if i in reduced else i for i in range(rank)] if keep else [i for i in range(rank) if i not in reduced]
+        return IndexMap([list(range(rank))], [out])
     if isinstance(op, nn.TransposeOp):
         from dialects.base import ints_of
 
@@ -623,6 +631,7 @@ class _Rewrite:
         key = (v, axis)
         if key not in self.sharded:
             new = ShardOp(v, group="tp", size=self.tp, axis=axis)
+            new.results[0]._type = v.type  # noqa: SLF001 (`_retype` divides it with every split value)
             new.set_origin(graph.op_node(user) or None, graph.op_phase(user))
             self.block.insert_op_before(new, user)
             prop.state[new.results[0]] = axis

@@ -228,6 +228,8 @@ def _arguments(fn, rng_seed: int = 0) -> list[np.ndarray]:
             args.append(rng.integers(0, 10, shape).astype(dtype))
         elif info.role == "state":
             args.append(np.zeros(shape, dtype))
+        elif info.role == "param" and not info.trainable:  # running statistics: a variance is positive
+            args.append((0.5 + np.abs(rng.standard_normal(shape))).astype(dtype))
         else:
             args.append((rng.standard_normal(shape) * (0.3 if info.role == "param" else 1.0)).astype(dtype))
     return args
@@ -406,3 +408,53 @@ def test_a_forward_all_reduce_alone_costs_its_alpha_beta_time():
     assert (first.net_end - first.start) / system.chip.frequency_hz == pytest.approx(want, rel=0.01)
     # a forward all-reduce blocks its consumers: the step is longer than the chip's alone
     assert result.latency_cycles > result.chip_latency_cycles
+
+
+def residual_conv_block(path: Path) -> Path:
+    """A stem convolution and one ResNet basic block with batch norms, global pooling and a
+    classifier: batch 2, 8 x 8 images, 8 channels."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(2)
+    c = 8
+    arrays = {"stem.weight": rng.standard_normal((c, 3, 3, 3)), "conv1.weight": rng.standard_normal((c, c, 3, 3)),
+              "conv2.weight": rng.standard_normal((c, c, 3, 3)), "fc.weight": rng.standard_normal((10, c)),
+              "fc.bias": rng.standard_normal(10), "flat": np.array([2, c])}
+    for bn in ("bn0", "bn1", "bn2"):
+        arrays.update({f"{bn}.weight": 1 + 0.1 * rng.standard_normal(c), f"{bn}.bias": 0.1 * rng.standard_normal(c),
+                       f"{bn}.running_mean": np.zeros(c), f"{bn}.running_var": np.ones(c)})
+    inits = [numpy_helper.from_array(a.astype(np.int64 if k == "flat" else np.float32), k) for k, a in arrays.items()]
+    n = helper.make_node
+
+    def bn(x, name, y):
+        return n("BatchNormalization", [x, f"{name}.weight", f"{name}.bias", f"{name}.running_mean",
+                                        f"{name}.running_var"], [y], name=f"/{name}")
+
+    nodes = [
+        n("Conv", ["x", "stem.weight"], ["s0"], name="/stem", pads=[1, 1, 1, 1]), bn("s0", "bn0", "s1"),
+        n("Relu", ["s1"], ["s2"], name="/relu0"),
+        n("Conv", ["s2", "conv1.weight"], ["a0"], name="/conv1", pads=[1, 1, 1, 1]), bn("a0", "bn1", "a1"),
+        n("Relu", ["a1"], ["a2"], name="/relu1"),
+        n("Conv", ["a2", "conv2.weight"], ["b0"], name="/conv2", pads=[1, 1, 1, 1]), bn("b0", "bn2", "b1"),
+        n("Add", ["b1", "s2"], ["r"], name="/add"), n("Relu", ["r"], ["r1"], name="/relu2"),
+        n("GlobalAveragePool", ["r1"], ["g"], name="/pool"), n("Reshape", ["g", "flat"], ["f"], name="/flatten"),
+        n("Gemm", ["f", "fc.weight", "fc.bias"], ["logits"], name="/fc", transB=1),
+    ]
+    graph_ = helper.make_graph(nodes, "resblock", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 10])], inits)
+    onnx.save(helper.make_model(graph_, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_a_residual_conv_block_splits_channels_and_computes_the_same_update(tmp_path):
+    global MODELS
+    path = residual_conv_block(tmp_path / "resblock.onnx")
+    fn = graph.step_function(split_step(path, tp=2))
+    ops = collectives(fn)
+    assert {op.name for op in ops} == {"collective.all_reduce"}
+    saved, MODELS = MODELS, tmp_path
+    try:
+        test_the_split_step_computes_the_whole_steps_loss_and_update("resblock.onnx", 2)
+    finally:
+        MODELS = saved
