@@ -23,6 +23,8 @@ than wall time; with --repeat the run with the least CPU counts. Then:
   against the first (2 -> 4 layers), against 1.5 (a cost that grows faster than the step shows as
   a rising marginal time), and the range over all steps (the short first steps add few ops, so a
   loaded machine's noise shows most there: use --repeat);
+- the same over two wide spans, the first and the second half of the layer counts (e.g. 2 -> 16
+  and 16 -> 48 layers), which loaded-machine noise disturbs far less;
 - a least-squares line report time = fixed + slope x ops over all layer counts (the fixed cost and
   the time per added op) and its largest relative residual;
 - the 48-layer (1.5 B parameter) time against the 20 s target.
@@ -144,6 +146,13 @@ def main() -> None:
               f"ratio last/first {ratio:.2f} (no faster than linear if ≤ {TARGET_RATIO}: "
               f"{'met' if ratio <= TARGET_RATIO else 'NOT met'}); all steps {min(values):.2f}-{max(values):.2f} ms")
     if len(rows) >= 3:
+        # the same over two wide spans (first half and second half of the layer counts): each adds
+        # hundreds to thousands of ops, so a loaded machine's noise weighs far less than on 2 -> 4
+        lo, mid, hi = rows[0], rows[len(rows) // 2], rows[-1]
+        first_half = (mid[2]["cpu"] - lo[2]["cpu"]) / (mid[2]["ops"] - lo[2]["ops"]) * 1e3
+        second_half = (hi[2]["cpu"] - mid[2]["cpu"]) / (hi[2]["ops"] - mid[2]["ops"]) * 1e3
+        print(f"marginal time per added op over wide spans: {lo[0]}->{mid[0]} layers {first_half:.2f} ms, "
+              f"{mid[0]}->{hi[0]} layers {second_half:.2f} ms, ratio {second_half / first_half:.2f}")
         xs = [r[2]["ops"] for r in rows]
         ys = [r[2]["cpu"] for r in rows]
         mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
