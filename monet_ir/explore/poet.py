@@ -76,6 +76,10 @@ class PoetModel:
     # a dropped storage downstream of them is recomputed, at its first backward reader
     intermediate_bytes: list[float] = field(default_factory=list)  # per op (0: its result is a storage)
     downstream: list[tuple[int, int]] = field(default_factory=list)  # (op, storage)
+    # the clones of one first backward reader run in forward order: intermediate j is alive from
+    # clone j to its last cone reader (through views), so at that point the intermediates count
+    # as the largest sum alive at one clone, not all of them
+    intermediate_span: list[tuple[int, int]] = field(default_factory=list)  # per op (lo, hi) in cone order
     can_page: bool = True
     base_latency: float = 0.0
     base_energy: float = 0.0
@@ -206,9 +210,12 @@ def predict(model: PoetModel, decisions: Mapping[str, str], stored: Sequence[str
             latency += cycles
             for p in model.clone_points.get(j, ()):
                 extra[p] += nbytes
+    alive_at: dict[int, list[int]] = {}
     for j, s in model.downstream:
         if r[j] and z[s] and model.intermediate_bytes[j]:
-            extra[model.first_backward[s]] += model.intermediate_bytes[j]
+            alive_at.setdefault(model.first_backward[s], []).append(j)
+    for p, js in alive_at.items():
+        extra[p] += _largest_alive(model, js)
     load = list(model.base)
     for p, value in enumerate(extra):
         load[p] += value
@@ -235,6 +242,20 @@ def predict(model: PoetModel, decisions: Mapping[str, str], stored: Sequence[str
             for p in range(a, b + 1):
                 load[p] += m
     return energy, latency, max(load, default=0.0)
+
+
+def _starts(model: PoetModel, js: Sequence[int]) -> dict[int, list[int]]:
+    """Per clone position k (a start of one of the intermediates js, by index into js), the
+    indices of those alive at k; without spans, one position with all of them."""
+    if not model.intermediate_span:
+        return {0: list(range(len(js)))}
+    spans = [model.intermediate_span[j] for j in js]
+    return {k: [i for i, (lo, hi) in enumerate(spans) if lo <= k <= hi] for k in sorted({lo for lo, _ in spans})}
+
+
+def _largest_alive(model: PoetModel, js: Sequence[int]) -> float:
+    return max((sum(model.intermediate_bytes[js[i]] for i in alive) for alive in _starts(model, js).values()),
+               default=0.0)
 
 
 def _alive(model: PoetModel, s: int, p: int, z: Sequence[int], pz: Sequence[int]) -> int:
@@ -358,6 +379,17 @@ def solve(model: PoetModel, memory_budget: float, time_budget: float = math.inf,
                 u_index[(j, s)] = n
                 n += 1
                 add({u_index[(j, s)]: 1.0, r0 + j: -1.0, col_z(s): -1.0}, -1.0, math.inf)
+    # intermediates at a point: M_p >= the sum of those alive at each clone position
+    m_index: dict[int, int] = {}
+    for p, pairs in at_point.items():
+        m_index[p] = n
+        n += 1
+        for alive in _starts(model, [j for j, _ in pairs]).values():
+            coeffs = {m_index[p]: 1.0}
+            for i in alive:
+                j, s = pairs[i]
+                coeffs[u_index[(j, s)]] = coeffs.get(u_index[(j, s)], 0.0) - model.intermediate_bytes[j]
+            add(coeffs, 0.0, math.inf)
     # a clone reading a tensor kept in storage: v >= x + r_j - 1 (continuous), paged in again
     v_index: list[int] = []
     clone_at: dict[int, list[tuple[int, float]]] = {}
@@ -377,8 +409,8 @@ def solve(model: PoetModel, memory_budget: float, time_budget: float = math.inf,
         constant = model.base[p]
         for col, nbytes in clone_at.get(p, ()):
             coeffs[col] = coeffs.get(col, 0.0) + nbytes
-        for j, s in at_point.get(p, ()):
-            coeffs[u_index[(j, s)]] = coeffs.get(u_index[(j, s)], 0.0) + model.intermediate_bytes[j]
+        if p in m_index:
+            coeffs[m_index[p]] = 1.0
         for s in range(S):
             m = model.storage_bytes[s]
             if p < model.prod[s] or p > model.last_backward[s]:
@@ -436,6 +468,8 @@ def solve(model: PoetModel, memory_budget: float, time_budget: float = math.inf,
     lower = np.zeros(n)
     if H:
         upper[s0:s0 + model.points] = math.inf  # S_p >= 0, defined by its equality rows
+    for col in m_index.values():
+        upper[col] = math.inf  # M_p: bytes
     for g in range(G):
         if not (recompute and model.can_recompute[g]):
             upper[d0 + g] = 0.0
@@ -676,6 +710,24 @@ def build_model(evaluator: Any, tile_bytes: int | None = None) -> PoetModel:
                     seen.add(c)
                     stack.append(c)
         model.downstream += [(j, s) for s in sorted(found)]
+    readers_of: dict[int, list[int]] = {}
+    for p_, c, s_ in cones.chained:
+        if s_ < 0 and p_ != c:
+            readers_of.setdefault(p_, []).append(c)
+    is_view = [bool(op.results) and all(storage_of(r) is not r for r in op.results) for op in cones.ops]
+
+    def last_reader(j: int) -> int:
+        last, stack, seen = j, [j], {j}
+        while stack:
+            k = stack.pop()
+            for c in readers_of.get(k, ()):
+                last = max(last, c)
+                if is_view[c] and c not in seen:  # a view's readers read j's storage
+                    seen.add(c)
+                    stack.append(c)
+        return last
+
+    model.intermediate_span = [(j, last_reader(j)) for j in range(len(cones.ops))]
     # a random value that becomes saved lives from the forward pass to the end of the backward pass
     backward_end = max((i for i in range(points) if phase[i] in ("backward", "recompute")), default=points - 1)
     frontier_roots = _frontier_roots(cones, evaluator)
