@@ -8,7 +8,7 @@
 | `plan` | `dp`, `tp`, `pp`, `zero`, `microbatches`, `schedule` (`gpipe`, `1f1b`; `none` without stages), `bucket_bytes`, `algorithm` |
 | `latency_cycles`, `latency_s` | the step on the system: every chip's step with its collectives on the network |
 | `chip_latency_cycles` | the step with communication taking no time (the pipeline's bubbles stay) |
-| `communication` | `time_s` (union of the intervals a collective is in flight on chip 0), `exposed_s` (what the step got longer than `chip_latency`), `overlapped_s` (`time_s - exposed_s`), `collectives` (count), `bytes_per_chip` (the tensors each chip reduces or gathers), `network_bytes` (bytes all chips sent, each message once), `network_link_bytes` (collectives' bytes summed over the links crossed), `pipeline_bytes` (activations and their gradients between stages, every micro-batch and replica), `by_group` (per process group, `dp` data-parallel, `tp` tensor-parallel: `collectives`, `bytes_per_chip`, `time_s` in flight, on the busiest stage) |
+| `communication` | `time_s` (union of the intervals a collective is in flight on chip 0), `exposed_s` (what the step got longer than `chip_latency`), `overlapped_s` (`time_s - exposed_s`), `collectives` (count), `bytes_per_chip` (the tensors each chip reduces or gathers), `network_bytes` (bytes all chips sent, each message once), `network_link_bytes` (collectives' bytes summed over the links crossed), `pipeline_bytes` (activations and their gradients between stages, every micro-batch and replica), `by_group` (per process group, `dp` data-parallel, `tp` tensor-parallel: `collectives`, `bytes_per_chip`, `time_s` in flight, on the busiest stage; `exposed_s`: how much shorter one micro-batch's step of a stage would be if that group's collectives took no network time — the groups' figures need not add up to the total) |
 | `bubble_fraction` | idle share of the stages over the pipeline's makespan (0 without pipeline parallelism) |
 | `energy_pj`, `energy_breakdown_pj` | every chip's energy (forward and backward once per micro-batch, the rest once per step), plus `network` (every link crossed) |
 | `memory_per_device` | `parameter_bytes`, `gradient_bytes`, `optimizer_state_bytes` (incl. `master_weight_bytes`), `optimizer_step_bytes`, `model_state_bytes`, `buffer_bytes`, `activation_bytes` (saved for backward), `input_bytes`, `total_bytes`, `parameter_count`, `dram_peak_bytes` (the chip's schedule, plus the activations of the other micro-batches in flight), `capacity_bytes` (the chip's DRAM), `fits` (every stage fits); with stages, the stage that needs the most, and `memory_per_stage` every stage's, with `microbatches_in_flight` |
@@ -58,6 +58,7 @@ def parallel_report(result: Any) -> dict[str, Any]:
             "collectives": len(mine),
             "bytes_per_chip": max(sum(r.bytes for s, r in mine if s == k) for k in range(len(result.stages))),
             "time_s": max(_union([(r.start, r.net_end) for s, r in mine if s == k]) for k in range(len(result.stages))) / freq,
+            "exposed_s": max(getattr(stage, "exposed_by_group", {}).get(kind, 0.0) for stage in result.stages) / freq,
         }
     return {
         "system": system.name,
@@ -127,7 +128,7 @@ def parallel_text(report: dict[str, Any]) -> str:
                  f"overlapped {c['overlapped_s'] * 1e3:.4g} ms")
     for kind, g in c.get("by_group", {}).items():
         lines.append(f"    {kind:<9}{g['collectives']:>5} collectives, {_mb(g['bytes_per_chip'])} per chip, "
-                     f"{g['time_s'] * 1e3:.4g} ms in flight")
+                     f"{g['time_s'] * 1e3:.4g} ms in flight, {g.get('exposed_s', 0.0) * 1e3:.4g} ms exposed")
     lines.append(f"  bubble     {report['bubble_fraction'] * 100:.1f} %")
     lines.append(f"  energy     {report['energy_pj'] / 1e9:.4g} mJ per step")
     for key, value in report["energy_breakdown_pj"].items():

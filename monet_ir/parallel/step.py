@@ -75,6 +75,7 @@ class StepResult:
     comm_cycles: float
     exposed_cycles: float
     memory: dict[str, Any] = field(default_factory=dict)
+    exposed_by_group: dict[str, float] = field(default_factory=dict)  # cycles the step is longer for each group's network time
 
     @property
     def frequency_hz(self) -> float:
@@ -128,6 +129,29 @@ def run_step(fn, system, plan: Plan, bits: int | None, allocation=None, stage: i
     groups = {kind: [net.ring_order(grp) for grp in plan.groups(kind) if grp[0] // per_stage == stage]
               for kind in ("dp", "tp")}
 
+    times, runs, delay = _retime(sched, g, ops, groups, size, net, freq, sim)
+    chip_latency = sched.latency_cycles
+    last = max(sched.tasks, key=lambda st: st.end) if sched.tasks else None
+    latency = max([e for _, e in times] + [chip_latency + (delay[last.task] if last else 0.0)])
+    comm = _union([(r.start, r.net_end) for r in runs])
+    result = StepResult(system, plan, sched, times, runs, sim, latency, chip_latency, comm,
+                        max(0.0, latency - chip_latency))
+    # per process group: how much shorter the step would be if its collectives took no network time
+    for kind in sorted({r.group for r in runs}):
+        t2, _, d2 = _retime(sched, g, ops, groups, size, net, freq, NetworkSim(net), free=kind)
+        without = max([e for _, e in t2] + [chip_latency + (d2[last.task] if last else 0.0)])
+        result.exposed_by_group[kind] = max(0.0, latency - without)
+    result.memory = memory_per_device(fn, plan, bits)
+    dram = system.chip.dram
+    trace = sched.memories.get(dram.name if dram is not None else "dram")
+    result.memory["dram_peak_bytes"] = trace.peak() if trace is not None else 0
+    result.memory["capacity_bytes"] = dram.capacity_bytes if dram is not None else float("inf")
+    return result
+
+
+def _retime(sched, g, ops, groups, size, net, freq, sim, free: str | None = None):
+    """The chip's schedule re-timed with the collectives on the network (module docstring);
+    the collectives of group `free` take no network time. Returns (times, runs, delay)."""
     order = sorted(sched.tasks, key=lambda st: (st.start, st.task))
     delay = [0.0] * len(g.tasks)  # what the task's data consumers wait longer
     core_delay = [0.0] * len(g.tasks)  # what the next task on its core waits longer
@@ -148,9 +172,10 @@ def run_step(fn, system, plan: Plan, bits: int | None, allocation=None, stage: i
             kind = task.op.split(".", 1)[1]
             nbytes = sum(size(v.type) for v in (op.results if kind == "all_gather" else op.operands))
             group_kind = op.group.data
-            requests = [Request(f"{kind} {task.node}", rounds(kind, op.get_algorithm(), grp, nbytes, net.node_chips), start / freq)
-                        for grp in groups.get(group_kind, [])]
-            results = sim.run(requests)
+            requests = [] if group_kind == free else [
+                Request(f"{kind} {task.node}", rounds(kind, op.get_algorithm(), grp, nbytes, net.node_chips), start / freq)
+                for grp in groups.get(group_kind, [])]
+            results = sim.run(requests) if requests else []
             net_end = max((r.end_s for r in results), default=start / freq) * freq
             end = max(end, net_end)
             runs.append(CollectiveRun(task.op, task.node, task.phase, group_kind, nbytes, start, end, net_end,
@@ -158,18 +183,7 @@ def run_step(fn, system, plan: Plan, bits: int | None, allocation=None, stage: i
             d = end - st.end
         delay[st.task] = d
         times[st.task] = (start, end)
-    chip_latency = sched.latency_cycles
-    last = max(sched.tasks, key=lambda st: st.end) if sched.tasks else None
-    latency = max([e for _, e in times] + [chip_latency + (delay[last.task] if last else 0.0)])
-    comm = _union([(r.start, r.net_end) for r in runs])
-    result = StepResult(system, plan, sched, times, runs, sim, latency, chip_latency, comm,
-                        max(0.0, latency - chip_latency))
-    result.memory = memory_per_device(fn, plan, bits)
-    dram = system.chip.dram
-    trace = sched.memories.get(dram.name if dram is not None else "dram")
-    result.memory["dram_peak_bytes"] = trace.peak() if trace is not None else 0
-    result.memory["capacity_bytes"] = dram.capacity_bytes if dram is not None else float("inf")
-    return result
+    return times, runs, delay
 
 
 def _union(spans: list[tuple[float, float]]) -> float:

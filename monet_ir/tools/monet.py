@@ -417,7 +417,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(run_reporting_errors("monet", lambda: run_explore_parallel(args, Progress(enabled=True)), args.model))
     if args.command == "explore" and (not args.target or args.system):
         def refuse() -> None:
-            raise UsageError("--system goes with --search parallel" if args.system else
+            raise UsageError("--system goes with --search parallel (alone: the plan search does not combine with "
+                             "other searches)" if args.system else
                              "--target is required (or --system with --search parallel)")
 
         sys.exit(run_reporting_errors("monet", refuse, args.model))

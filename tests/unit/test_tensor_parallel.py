@@ -458,3 +458,21 @@ def test_a_residual_conv_block_splits_channels_and_computes_the_same_update(tmp_
         test_the_split_step_computes_the_whole_steps_loss_and_update("resblock.onnx", 2)
     finally:
         MODELS = saved
+
+
+def test_exposed_time_per_group():
+    from monet_ir.parallel.step import run_step
+    from targets import get_target
+    from targets.system import System, build_network
+
+    # a slow network: the tp all-reduces in forward are on the critical path
+    system = System("8x_dc", get_target("datacenter"), 8, build_network("switch", 8, 5e9, 2e-6, 1.0))
+    fn = graph.step_function(split_step(GPT2, tp=2, dp=4))
+    result = run_step(fn, system, Plan(tp=2, dp=4), bits=16)
+    assert set(result.exposed_by_group) == {"dp", "tp"}
+    total = result.latency_cycles - result.chip_latency_cycles
+    for kind, exposed in result.exposed_by_group.items():
+        assert 0 < exposed <= total * (1 + 1e-9), kind
+    # 16 blocking all-reduces of 64 KiB at 5 GB/s on 2 chips: at least their sum of alpha-beta times
+    tp_runs = [r for r in result.collectives if r.group == "tp" and r.phase == "forward"]
+    assert result.exposed_by_group["tp"] >= 0.9 * sum(r.net_end - r.start for r in tp_runs)
