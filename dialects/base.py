@@ -10,6 +10,9 @@ attribute dictionary:
 
 The shape rules here are the single source of truth for result shapes: the verifiers use them
 to check imported IR, and the passes use them to build new ops.
+
+Ops are defined with this module's `irdl_op_definition` (xDSL's, with the declarative assembly
+format compiled on the op's first parse or print instead of at import).
 """
 
 from __future__ import annotations
