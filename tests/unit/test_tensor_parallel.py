@@ -476,3 +476,16 @@ def test_exposed_time_per_group():
     # 16 blocking all-reduces of 64 KiB at 5 GB/s on 2 chips: at least their sum of alpha-beta times
     tp_runs = [r for r in result.collectives if r.group == "tp" and r.phase == "forward"]
     assert result.exposed_by_group["tp"] >= 0.9 * sum(r.net_end - r.start for r in tp_runs)
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_zero_formulas_hold_over_the_split_parameters(zero):
+    # ZeRO shards what tensor parallelism left on a chip: the paper's figures with Psi = the
+    # parameters of one tensor-parallel chip
+    tp, dp = 2, 8
+    psi_tp = memory_per_device(graph.step_function(split_step(GPT2, tp=tp)), Plan(tp=tp), bits=16)["parameter_count"]
+    fn = graph.step_function(split_step(GPT2, tp=tp, dp=dp, zero=zero))
+    mem = memory_per_device(fn, Plan(tp=tp, dp=dp, zero=zero), bits=16)
+    assert mem["parameter_count"] == psi_tp
+    want = {1: 4 * psi_tp + 12 * psi_tp // dp, 2: 2 * psi_tp + 14 * psi_tp // dp, 3: 16 * psi_tp // dp}[zero]
+    assert mem["parameter_bytes"] + mem["gradient_bytes"] + mem["optimizer_state_bytes"] == want
