@@ -346,12 +346,15 @@ class PriceBook:
         """`can_run(sig, core)` and `cost_of(sig, core)` for the scheduler, for these tasks."""
         from monet_ir.cost import can_run, cost_of
 
-        by_id = {id(t.sig): self.table(t.sig) for t in tasks if t.sig is not None}
+        by_id: dict[int, dict[int, Any]] = {}
         missing = object()
+        tasks = list(tasks)
 
         def priced(sig, core):
             """The table entry (a Cost, or None when the core cannot run it); `missing` for a
             signature that is not one of these tasks'."""
+            if not by_id:  # built on first use: a scheduler with a warm memo asks for no price
+                by_id.update((id(t.sig), self.table(t.sig)) for t in tasks if t.sig is not None)
             table = by_id.get(id(sig))
             if table is None:
                 return missing

@@ -173,6 +173,7 @@ class ScheduleMemo:
 
     def __init__(self) -> None:
         self.prices: dict[tuple[int, tuple[int, ...]], tuple[Any, dict, dict]] = {}
+        self.stream_picks: dict[tuple[float, tuple[int, ...]], tuple[int, ...]] = {}  # `_largest_within`
         self.graphs: OrderedDict[int, tuple[TaskGraph, GraphTables]] = OrderedDict()
 
     def tables(self, graph: TaskGraph) -> GraphTables:
@@ -274,6 +275,7 @@ class Scheduler:
         self.durations: list[dict[int, float]] = []  # per task, its cycles on each core it may run on
         self.energy_parts: dict[int, tuple[float, float, float]] = {}  # id(cost) -> split_energy(cost)
         self.spilled_roles: dict[int, set[str]] = {}  # id(cost) -> loop-nest roles it streams
+        self.stream_picks = memo.stream_picks if memo is not None else {}  # (budget, sizes) -> `_largest_within`
 
     def _dram_resource(self, direction: str) -> Resource:
         dram = self.target.dram
@@ -552,21 +554,16 @@ class Scheduler:
             # a vector op streams the part of its data that does not fit its memory: the
             # largest tensors, up to the DRAM bytes its cost counts
             budget = cost.dram_bytes
-            streamed: set[int] = set()
             if budget <= 0:
-                return streamed
-            sizes = self.bytes_of
-            touched = dict.fromkeys((*task.reads, *task.writes))
-            size = sizes.__getitem__
-            if sum(map(size, touched)) < budget:
-                return set(touched)  # the budget lasts past the last one, in any order
-            # largest first; equal sizes in operand order (a reverse sort is stable too)
-            for t in sorted(touched, key=size, reverse=True):
-                if budget <= 0:
-                    break
-                streamed.add(t)
-                budget -= sizes[t]
-            return streamed
+                return set()
+            touched = tuple(dict.fromkeys((*task.reads, *task.writes)))
+            sizes = tuple(map(self.bytes_of.__getitem__, touched))
+            # which of them depends only on the budget and the sizes in operand order
+            key = (budget, sizes)
+            picks = self.stream_picks.get(key)
+            if picks is None:
+                picks = self.stream_picks[key] = _largest_within(sizes, budget)
+            return {touched[i] for i in picks}
         spilled = self.spilled_roles.get(id(cost))
         if spilled is None:
             spilled = self.spilled_roles[id(cost)] = {k.split(".", 1)[1] for k in cost.breakdown_pj
@@ -827,6 +824,21 @@ class Scheduler:
             i += 1
         self.next_use_from[root] = i
         return consumers[i] if i < len(consumers) else 1 << 60
+
+
+def _largest_within(sizes: tuple[int, ...], budget: float) -> tuple[int, ...]:
+    """Positions of the largest sizes (equal sizes in order) taken while `budget` lasts: each
+    is taken while the budget, less the sizes taken before it, is still positive."""
+    if sum(sizes) < budget:
+        return tuple(range(len(sizes)))  # the budget lasts past the last one, in any order
+    picks = []
+    # largest first; equal sizes in their order (a reverse sort is stable too)
+    for i in sorted(range(len(sizes)), key=sizes.__getitem__, reverse=True):
+        if budget <= 0:
+            break
+        picks.append(i)
+        budget -= sizes[i]
+    return tuple(picks)
 
 
 def split_energy(cost: Cost) -> tuple[float, float, float]:
