@@ -169,7 +169,7 @@ class ScheduleMemo:
     memo to every `Scheduler`; its graphs must not change once scheduled. Entries are keyed by
     object identity and hold the object, so an identity is never reused while its entry lives."""
 
-    GRAPHS = 64  # task graphs whose tables are kept (least recently used dropped first)
+    GRAPHS = 16  # task graphs whose tables are kept (least recently used dropped first; each keeps its graph alive)
 
     def __init__(self) -> None:
         self.prices: dict[tuple[int, tuple[int, ...]], tuple[Any, dict, dict]] = {}
