@@ -143,8 +143,9 @@ def _rows(steps, system, dp: int, tp: int, pp: int, zero: int, counts: list[int]
 
 
 def plan_text(result: dict[str, Any]) -> str:
+    precision = result["precision"] or "the model's element types"  # None: no --precision, no target default
     lines = [f"MONET parallel plans: {result['model']} on {result['system']} ({result['chips']} chips, "
-             f"{result['precision']}), {len(result['plans'])} plans in {result['search_s']:.1f} s"]
+             f"{precision}), {len(result['plans'])} plans in {result['search_s']:.1f} s"]
     lines.append(f"  {'dp':>3}{'tp':>4}{'pp':>4}{'zero':>5}{'mb':>4} {'sched':<6}{'step ms':>11}{'ms/sample':>11}"
                  f"{'bubble':>8}{'exposed ms':>11}{'memory MB':>11}  fits")
     on_front = {id(r) for r in result.get("front", [])}

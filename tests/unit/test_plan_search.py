@@ -27,7 +27,10 @@ def test_plan_search_finds_the_fastest_fitting_plan(tmp_path, capsys):
     assert result["best"] == min(fitting, key=lambda p: (p["s_per_sample"], p["memory_bytes"]))
     for p in plans:
         assert p["s_per_sample"] == pytest.approx(p["step_s"] / (p["dp"] * p["microbatches"]))
-    assert "<- best" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "<- best" in out
+    header = next(line for line in out.splitlines() if line.startswith("MONET parallel plans"))
+    assert "None" not in header and (result["precision"] or "the model's element types") in header
 
 
 def test_plan_search_rejects_bad_counts(tmp_path, capsys):
