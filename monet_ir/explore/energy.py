@@ -157,12 +157,17 @@ def repair(genome: tuple[int, ...], choices: Sequence[tuple[int, ...]],
            figures: Callable[[tuple[int, ...]], tuple[float, float, float]], memory_budget: float,
            time_budget: float) -> tuple[int, ...]:
     """Change one gene at a time, each time the change that removes most budget excess per
-    energy it adds, until the genome meets the budgets (or no change removes excess)."""
+    energy it adds, until the genome meets the budgets (or no change removes excess). Long
+    genomes (over `PAIR_LIMIT` genes) rank every change once per round and apply them in that
+    order while each still removes excess (at most 8 rounds)."""
     current = genome
     over = violation(figures(current), memory_budget, time_budget)
-    while over > 0:
+    batch = len(choices) > PAIR_LIMIT  # long genomes: apply the ranked changes in one sweep per round
+    rounds = 0
+    while over > 0 and rounds < (8 if batch else len(choices) * 4):
+        rounds += 1
         energy = figures(current)[0]
-        best = None
+        ranked = []
         for i, c in enumerate(choices):
             for v in c:
                 if v == current[i]:
@@ -172,13 +177,26 @@ def repair(genome: tuple[int, ...], choices: Sequence[tuple[int, ...]],
                 gain = over - violation(f, memory_budget, time_budget)
                 if gain <= 0:
                     continue
-                score = gain / max(f[0] - energy, 1e-9 * max(abs(energy), 1.0))
-                if best is None or score > best[0]:
-                    best = (score, g)
-        if best is None:
+                ranked.append((gain / max(f[0] - energy, 1e-9 * max(abs(energy), 1.0)), i, v))
+        if not ranked:
             return current
-        current = best[1]
-        over = violation(figures(current), memory_budget, time_budget)
+        ranked.sort(key=lambda r: (-r[0], r[1], r[2]))
+        if not batch:
+            _, i, v = ranked[0]
+            current = current[:i] + (v,) + current[i + 1:]
+            over = violation(figures(current), memory_budget, time_budget)
+            continue
+        changed: set[int] = set()
+        for _, i, v in ranked:
+            if i in changed:
+                continue
+            g = current[:i] + (v,) + current[i + 1:]
+            now = violation(figures(g), memory_budget, time_budget)
+            if now < over:
+                current, over = g, now
+                changed.add(i)
+                if over <= 0:
+                    break
     return current
 
 
@@ -187,7 +205,9 @@ def improve(genome: tuple[int, ...], choices: Sequence[tuple[int, ...]], fitness
     """Local search from the GA's best: take the best single-gene change while one improves the
     fitness, then (short genomes) the best change of two genes, and again."""
     best, best_fit = genome, fitness(genome)
-    while True:
+    passes = 0
+    while pairs or passes < 3:  # long genomes: at most 3 passes of single changes
+        passes += 1
         moves = [(i, v) for i, c in enumerate(choices) for v in c if v != best[i]]
         found = None
         for i, v in moves:
@@ -211,6 +231,7 @@ def improve(genome: tuple[int, ...], choices: Sequence[tuple[int, ...]], fitness
         if found is None:
             return best
         best = found
+    return best
 
 
 def front(result: EnergySearch) -> list[tuple[int, ...]]:

@@ -3,8 +3,10 @@
 and a latency budget (POET's problem, Patil et al. ICML 2022, on our task graph and our plans).
 
 The decision space is what `activation-checkpoint{policy="plan=..."}` applies: per forward node
-with saved results (a *gene*), keep, recompute (only for recomputable nodes) or page (only on a
-target with a storage level). docs/poet.md states the model in full; in short, with the ops of
+with saved results (a *gene*), keep, recompute (only for recomputable nodes), page or keep in
+storage (only on a target with a storage level), and per other tensor name (parameters,
+optimizer state, the batch, gradients, other values) main memory or storage (a plan's
+`storage` list; `_storage_homes`, variables t_g, h_c, S_p, v in docs/poet.md). docs/poet.md states the model in full; in short, with the ops of
 the step in program order as *points* p = 0..N-1:
 
 - binaries `d_g` (recompute gene g), `q_g` (page it), `d_g + q_g <= 1`; a storage s follows
