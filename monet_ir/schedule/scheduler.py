@@ -426,9 +426,14 @@ class Scheduler:
             return
         peak = self.memories[self.dram_name].peak()
         if peak > dram.capacity_bytes:
+            hint = ""
+            if self.target.storage is not None and not self.g.storage_plan:
+                # the one way such a step runs here: keep what does not fit in the storage level
+                hint = (f"; keep tensors in its storage '{self.target.storage.name}' with --checkpoint plan=FILE.json "
+                        f"(monet explore --objective energy --memory-budget BYTES writes one; docs/poet.md)")
             raise ScheduleError(
                 f"target '{self.target.name}': DRAM '{dram.name}' holds {dram.capacity_bytes} bytes, "
-                f"the training step needs {peak} bytes in it"
+                f"the training step needs {peak} bytes in it{hint}"
             )
 
     # ------------------------------------------------------------------ one task

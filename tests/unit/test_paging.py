@@ -297,3 +297,16 @@ def test_storage_overflow_is_a_schedule_error(tmp_path):
     plan.write_text(json.dumps({"activations": {n: "page" for n in saved_nodes(differentiated(model))}}))
     with pytest.raises(ScheduleError, match=r"storage 'sd_card' holds 1000 bytes, paging needs \d+ bytes in it"):
         scheduled(model, str(small), plan)
+
+
+def test_a_step_too_large_for_main_memory_names_the_storage_remedy(tmp_path, capsys):
+    """Without a plan, a step larger than an MCU's SRAM is refused in one line that names the
+    storage level and how to keep tensors there."""
+    from monet_ir.tools.monet import main
+
+    with pytest.raises(SystemExit) as code:
+        main(["report", str(DATA / "models" / "mlp_b4.onnx"), "--target", "cortex_m_mcu", "--no-plots",
+              "--out", str(tmp_path / "out")])
+    assert code.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "holds 262144 bytes" in err and "storage 'sd_card'" in err and "--checkpoint plan=FILE.json" in err
