@@ -43,21 +43,14 @@ TARGETS_MS = {"layer by layer": 10.0, "every gene": 20.0}
 
 CHILD = r"""
 import json, random, statistics, sys, time
-from monet_ir.explore.evaluate import TILE_CHOICES, Candidate, Evaluator, StepConfig, tuned_collection
+from monet_ir.explore.evaluate import Evaluator, StepConfig, tuned_collection
 
-model, target, samples, warmup = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+model, target, samples, warmup, bench = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+sys.path.insert(0, bench)  # this checkout's bench/: the candidate generator is the same for both checkouts
+from bench_explore import random_candidate
 
 def candidate(ev, rng, fusion):
-    rec = tuple(g.node for g in ev.checkpoint_genes if rng.random() < 0.5)
-    alloc = []
-    for g in ev.allocation_genes:
-        option = rng.choice(g.options)
-        if option is not None:
-            alloc.append((g.node, option))
-    if not fusion:
-        return Candidate(rec, tuple(alloc))
-    stacks = tuple(g.spec for g in ev.fusion_genes if rng.random() < 0.5)
-    return Candidate(rec, tuple(alloc), stacks, rng.choice(TILE_CHOICES))
+    return random_candidate(ev, rng, fusion=fusion, fuse=0.5)
 
 out = {}
 with tuned_collection():
@@ -83,7 +76,8 @@ print(json.dumps(out))
 
 def run_child(checkout: Path, model: Path, target: str, samples: int, warmup: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(checkout), OPENBLAS_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(model), target, str(samples), str(warmup)], env=env,
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(model), target, str(samples), str(warmup),
+                           str(Path(__file__).resolve().parent)], env=env,
                           cwd=str(checkout), capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{checkout}: failed:\n{proc.stderr[-2000:]}")

@@ -44,7 +44,7 @@ TARGET_FUSED_MS = 20.0  # with every gene
 TARGET_SEARCH_MIN = 2.0
 
 
-def random_candidate(ev, rng: random.Random, recompute: bool = True, fusion: bool = False):
+def random_candidate(ev, rng: random.Random, recompute: bool = True, fusion: bool = False, fuse: float = 0.7):
     from monet_ir.explore.evaluate import TILE_CHOICES, Candidate
 
     rec = tuple(g.node for g in ev.checkpoint_genes if recompute and rng.random() < 0.5)
@@ -55,7 +55,7 @@ def random_candidate(ev, rng: random.Random, recompute: bool = True, fusion: boo
             alloc.append((g.node, option))
     if not fusion:
         return Candidate(rec, tuple(alloc))
-    stacks = tuple(g.spec for g in ev.fusion_genes if rng.random() < 0.7)
+    stacks = tuple(g.spec for g in ev.fusion_genes if rng.random() < fuse)
     return Candidate(rec, tuple(alloc), stacks, rng.choice(TILE_CHOICES))
 
 

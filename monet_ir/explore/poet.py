@@ -703,14 +703,7 @@ def build_model(evaluator: Any, tile_bytes: int | None = None) -> PoetModel:
     for j in range(len(cones.ops)):
         if not model.intermediate_bytes[j]:
             continue
-        seen, stack, found = {j}, [j], set()
-        while stack:
-            k = stack.pop()
-            found.update(makes.get(k, ()))
-            for c in users.get(k, ()):
-                if c not in seen:
-                    seen.add(c)
-                    stack.append(c)
+        found = _made_downstream(j, users, makes)
         model.downstream += [(j, s) for s in sorted(found)]
     readers_of: dict[int, list[int]] = {}
     for p_, c, s_ in cones.chained:
@@ -884,14 +877,7 @@ def _clone_reads(model: PoetModel, cones: Any, cone_storage: dict[int, int], hom
                 reads.append(("storage", s_index[v], v))
         if not reads:
             continue
-        seen, stack, found = {j}, [j], set()
-        while stack:
-            k = stack.pop()
-            found.update(makes.get(k, ()))
-            for c in users.get(k, ()):
-                if c not in seen:
-                    seen.add(c)
-                    stack.append(c)
+        found = _made_downstream(j, users, makes)
         points = sorted({p for s in found for p in (model.first_backward[s] - 1, model.first_backward[s])
                          if 0 <= p < model.points})
         model.clone_points[j] = points
@@ -1017,3 +1003,16 @@ def solve_measured(evaluator: Any, model: PoetModel, memory_budget: float, time_
     assert missed is not None
     missed.status += f"; the schedule still misses a budget after {rounds} rounds"
     return missed
+
+
+def _made_downstream(j: int, users: dict[int, list[int]], makes: dict[int, list[int]]) -> set[int]:
+    """What `makes` lists for op j and every op that reads it, directly or through others."""
+    seen, stack, found = {j}, [j], set()
+    while stack:
+        k = stack.pop()
+        found.update(makes.get(k, ()))
+        for c in users.get(k, ()):
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+    return found
