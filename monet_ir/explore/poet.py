@@ -694,16 +694,11 @@ def build_model(evaluator: Any, tile_bytes: int | None = None) -> PoetModel:
     storage_set = set(storages)
     model.intermediate_bytes = [0.0 if any(storage_of(r) in storage_set or storage_of(r) is not r for r in op.results)
                                 else sum(size(r) for r in op.results) for op in cones.ops]
-    users: dict[int, list[int]] = {}
-    for p_, c, _ in cones.chained:
-        users.setdefault(p_, []).append(c)
-    makes: dict[int, list[int]] = {}
-    for j, s in cones.view_needs:
-        makes.setdefault(j, []).append(cone_storage[s])
+    made_downstream = _downstream_storages(cones, cone_storage)
     for j in range(len(cones.ops)):
         if not model.intermediate_bytes[j]:
             continue
-        found = _made_downstream(j, users, makes)
+        found = made_downstream(j)
         model.downstream += [(j, s) for s in sorted(found)]
     readers_of: dict[int, list[int]] = {}
     for p_, c, s_ in cones.chained:
@@ -730,7 +725,7 @@ def build_model(evaluator: Any, tile_bytes: int | None = None) -> PoetModel:
     if storage is not None:
         home_of, transfer = _storage_homes(model, evaluator, fn, ops, phase, readers, spans, storages, size,
                                            tile_bytes)
-        _clone_reads(model, cones, cone_storage, home_of, s_index, size, transfer)
+        _clone_reads(model, cones, made_downstream, home_of, s_index, size, transfer)
     measured = measure(evaluator, {})
     model.base_latency = measured["latency_cycles"]
     model.base_energy = measured["energy_pj"]
@@ -854,7 +849,7 @@ def _storage_homes(model: PoetModel, evaluator: Any, fn: Any, ops: list[Any], ph
     return home_of, transfer
 
 
-def _clone_reads(model: PoetModel, cones: Any, cone_storage: dict[int, int], home_of: dict[Any, int],
+def _clone_reads(model: PoetModel, cones: Any, made_downstream: Callable[[int], set[int]], home_of: dict[Any, int],
                  s_index: dict[Any, int], size: Callable[[Any], float],
                  transfer: Callable[..., tuple[float, float]]) -> None:
     """The reads of tensors that may be kept in storage by recomputable ops (see
@@ -862,12 +857,6 @@ def _clone_reads(model: PoetModel, cones: Any, cone_storage: dict[int, int], hom
     downstream of it: its buffer is counted at that reader and the op before it, for each."""
     from monet_ir.analysis.saved import storage_of
 
-    users: dict[int, list[int]] = {}
-    for p_, c, _ in cones.chained:
-        users.setdefault(p_, []).append(c)
-    makes: dict[int, list[int]] = {}
-    for j, s in cones.view_needs:
-        makes.setdefault(j, []).append(cone_storage[s])
     for j, op in enumerate(cones.ops):
         reads = []
         for v in dict.fromkeys(storage_of(v) for v in op.operands):
@@ -877,7 +866,7 @@ def _clone_reads(model: PoetModel, cones: Any, cone_storage: dict[int, int], hom
                 reads.append(("storage", s_index[v], v))
         if not reads:
             continue
-        found = _made_downstream(j, users, makes)
+        found = made_downstream(j)
         points = sorted({p for s in found for p in (model.first_backward[s] - 1, model.first_backward[s])
                          if 0 <= p < model.points})
         model.clone_points[j] = points
@@ -1005,14 +994,28 @@ def solve_measured(evaluator: Any, model: PoetModel, memory_budget: float, time_
     return missed
 
 
-def _made_downstream(j: int, users: dict[int, list[int]], makes: dict[int, list[int]]) -> set[int]:
-    """What `makes` lists for op j and every op that reads it, directly or through others."""
-    seen, stack, found = {j}, [j], set()
-    while stack:
-        k = stack.pop()
-        found.update(makes.get(k, ()))
-        for c in users.get(k, ()):
-            if c not in seen:
-                seen.add(c)
-                stack.append(c)
-    return found
+def _downstream_storages(cones: Any, cone_storage: dict[int, int]) -> Callable[[int], set[int]]:
+    """For a cone op j, the dropped storages needed by j or by any op that reads it, directly or
+    through others (computed once per op: the memory rows and the clone reads both ask)."""
+    users: dict[int, list[int]] = {}
+    for p_, c, _ in cones.chained:
+        users.setdefault(p_, []).append(c)
+    makes: dict[int, list[int]] = {}
+    for j, s in cones.view_needs:
+        makes.setdefault(j, []).append(cone_storage[s])
+    memo: dict[int, set[int]] = {}
+
+    def made_downstream(j: int) -> set[int]:
+        if j not in memo:
+            seen, stack, found = {j}, [j], set()
+            while stack:
+                k = stack.pop()
+                found.update(makes.get(k, ()))
+                for c in users.get(k, ()):
+                    if c not in seen:
+                        seen.add(c)
+                        stack.append(c)
+            memo[j] = found
+        return memo[j]
+
+    return made_downstream
