@@ -556,18 +556,21 @@ class Evaluator:
 
     # -------------------------------------------------------------- schedule
 
-    def schedule(self, candidate: Candidate):
+    def schedule(self, candidate: Candidate, summary: bool = False):
+        """The candidate's `Schedule`; with `summary`, only what scores it (a `ScheduleSummary`:
+        the same objectives, without the per-task and per-transfer objects)."""
         from monet_ir.schedule.mapping import Allocation
         from monet_ir.schedule.scheduler import Scheduler
 
         if candidate.precision is not None and candidate.precision != self.config.precision:
             import dataclasses
 
-            return self.variant(candidate.precision).schedule(dataclasses.replace(candidate, precision=None))
+            return self.variant(candidate.precision).schedule(dataclasses.replace(candidate, precision=None), summary)
         g = self.graph(candidate)
         allocation = Allocation(dict(candidate.allocation), "explore") if candidate.allocation else None
         can_run, cost_of = self.prices.functions(g.tasks)
-        return Scheduler(g, self.target, allocation, cost_of=cost_of, can_run=can_run, memo=self.schedule_memo).run()
+        scheduler = Scheduler(g, self.target, allocation, cost_of=cost_of, can_run=can_run, memo=self.schedule_memo)
+        return scheduler.run_summary() if summary else scheduler.run()
 
     def evaluate(self, candidate: Candidate) -> Evaluation:
         from xdsl.utils.exceptions import PassFailedException
@@ -576,7 +579,7 @@ class Evaluator:
         from monet_ir.schedule.scheduler import ScheduleError
 
         try:
-            s = self.schedule(candidate)
+            s = self.schedule(candidate, summary=True)
         except (ScheduleError, CostError, PassFailedException) as e:
             return Evaluation.failed(str(e).strip().splitlines()[0])
         except Exception as e:  # a bug elsewhere must not stop a long search: recorded per point
@@ -627,12 +630,13 @@ def evaluation_of(report: dict[str, Any]) -> Evaluation:
 
 
 def evaluation_of_schedule(s) -> Evaluation:
-    """The objectives of a schedule, computed as `schedule_report` computes those fields
-    (`evaluation_of(schedule_report(s))` gives the same `Evaluation`; the rest of the report,
-    e.g. the critical path, is not needed to score a candidate)."""
+    """The objectives of a schedule (a `Schedule`, or the `ScheduleSummary` of one), computed as
+    `schedule_report` computes those fields (`evaluation_of(schedule_report(s))` gives the same
+    `Evaluation`; the rest of the report, e.g. the critical path, is not needed to score a
+    candidate)."""
     latency = round(s.latency_cycles)
     energy = sum(s.energy_breakdown_pj().values())
-    peaks = {name: trace.peak() for name, trace in s.memories.items()}
+    peaks = s.peaks()
     fits = all(peaks[name] <= trace.capacity for name, trace in s.memories.items())
     storage = s.target.storage.name if s.target.storage is not None else None  # not counted in the peak
     return Evaluation(latency, energy, sum(v for name, v in peaks.items() if name != storage), fits,

@@ -415,17 +415,18 @@ def _paging(scheduler: Any, node: str, kinds: tuple) -> Paging:
 def place_page(scheduler: Any, task: Any, ready: float, kinds: tuple) -> float:
     """Place a page task (`Scheduler._place_page`): a paged activation's page-out / page-in, or a
     stored tensor's write / read. No core works on it. Returns when it is done. `kinds`: as
-    for `prepare`."""
-    ScheduledTask, Transfer, _, ScheduleError = kinds
+    for `prepare`. The scheduler keeps its transfers as tuples of `Transfer`'s fields and its
+    copies per storage root in a list (None: no copy was ever made)."""
+    ScheduleError = kinds[3]
     s = scheduler
     paging = _paging(s, task.node, kinds)
     trace = s.memories[paging.storage.name]
     stored_of = getattr(s.g, "storage_plan", None)
     if task.page == "out":
         root, stored = s.root_of[task.reads[0]], task.writes[0]
-        src, at = min((s.copies.get(root) or {DRAM: ready}).items(), key=lambda kv: kv[1])
+        src, at = min((s.copies[root] or {DRAM: ready}).items(), key=_second)
         start, end, moved, energy = paging.page_out(stored, max(ready, at), s.bytes_of[root], src == DRAM)
-        s.transfers.append(Transfer(root, src, STORAGE, start, end, moved, energy, paging.resource, "page_out"))
+        s.transfers.append((root, src, STORAGE, start, end, moved, energy, paging.resource, "page_out"))
         trace.alloc(start, moved)
         if paging.problem:
             raise ScheduleError(f"target '{s.target.name}': {paging.problem}")
@@ -433,16 +434,16 @@ def place_page(scheduler: Any, task: Any, ready: float, kinds: tuple) -> float:
     elif task.page == "in":
         stored, copy = task.reads[0], task.writes[0]
         start, end, moved, energy, written_at, held = paging.page_in(stored, ready, s.bytes_of[copy])
-        s.transfers.append(Transfer(copy, STORAGE, DRAM, start, end, moved, energy, paging.resource, "page_in"))
+        s.transfers.append((copy, STORAGE, DRAM, start, end, moved, energy, paging.resource, "page_in"))
         trace.free(end, held, written_at)
         s._dram_alloc(copy, start)
         s.copies[copy] = {DRAM: end}
     elif task.page == "write":
         root, home = s.root_of[task.reads[0]], task.writes[0]
         nbytes, buffer = stored_of.moves[task.index]
-        src, at = min((s.copies.get(root) or {DRAM: ready}).items(), key=lambda kv: kv[1])
+        src, at = min((s.copies[root] or {DRAM: ready}).items(), key=_second)
         start, end, moved, energy = paging.write(max(ready, at), nbytes, buffer, src == DRAM)
-        s.transfers.append(Transfer(root, src, STORAGE, start, end, moved, energy, paging.resource, "page_out"))
+        s.transfers.append((root, src, STORAGE, start, end, moved, energy, paging.resource, "page_out"))
         if home not in paging.held:
             trace.alloc(start, paging.hold(home, s.bytes_of[home], start))
             if paging.problem:
@@ -452,16 +453,20 @@ def place_page(scheduler: Any, task: Any, ready: float, kinds: tuple) -> float:
         home, copy = task.reads[0], task.writes[0]
         nbytes, buffer = stored_of.moves[task.index]
         start, end, moved, energy = paging.read(ready, nbytes, buffer)
-        s.transfers.append(Transfer(copy, STORAGE, DRAM, start, end, moved, energy, paging.resource, "page_in"))
+        s.transfers.append((copy, STORAGE, DRAM, start, end, moved, energy, paging.resource, "page_in"))
         s._dram_alloc(copy, start)
         s.copies[copy] = {DRAM: end}
-    s.scheduled[task.index] = ScheduledTask(task.index, 0, end, end, 0.0, 0.0, 0.0, 0.0)
+    s._done(task.index, 0, end, end)
     s._release_inputs(task, end)
-    if task.page in ("in", "read") and s.remaining_uses.get(task.writes[0], 0) == 0:
+    if task.page in ("in", "read") and s.remaining_uses[task.writes[0]] == 0:
         s._free(task.writes[0], end)
-    if task.page == "read" and s.remaining_uses.get(home, 0) <= 0 and s.g.tensors[home].producer is not None:
+    if task.page == "read" and s.remaining_uses[home] <= 0 and s.g.tensors[home].producer is not None:
         since, held = paging.held.pop(home, (None, 0))
         if since is not None:
             trace.free(end, held, since)
             paging.used -= held
     return end
+
+
+def _second(item: tuple) -> Any:
+    return item[1]

@@ -116,6 +116,10 @@ class Schedule:
         ends = [t.end for t in self.tasks] + [t.end for t in self.transfers]
         return max(ends, default=0.0)
 
+    def peaks(self) -> dict[str, int]:
+        """Peak bytes per memory (`MemoryTrace.peak`), in `memories` order."""
+        return {name: trace.peak() for name, trace in self.memories.items()}
+
     def energy_breakdown_pj(self) -> dict[str, float]:
         """Energy of the step by where it is spent: compute, on-chip memory, off-chip memory
         (DRAM accesses of ops and transfers routed through DRAM) and the interconnect."""
@@ -174,6 +178,7 @@ class ScheduleMemo:
     def __init__(self) -> None:
         self.prices: dict[tuple[int, tuple[int, ...]], tuple[Any, dict, dict]] = {}
         self.stream_picks: dict[tuple[float, tuple[int, ...]], tuple[int, ...]] = {}  # `_largest_within`
+        self.spilled_roles: dict[int, tuple[Cost, frozenset[str]]] = {}  # `Scheduler._streamed`
         self.graphs: OrderedDict[int, tuple[TaskGraph, GraphTables]] = OrderedDict()
 
     def tables(self, graph: TaskGraph) -> GraphTables:
@@ -189,29 +194,40 @@ class ScheduleMemo:
 
 
 class GraphTables:
-    """Tables of a task graph the list scheduler reads and never changes."""
+    """Tables of a task graph the list scheduler reads and never changes (`own_writes` and
+    `releases` are filled in as tasks are first placed)."""
 
     def __init__(self, g: TaskGraph) -> None:
         tensors = g.tensors
         self.root_of = root_of = [t.root for t in tensors]
         self.bytes_of = [t.bytes for t in tensors]
-        uses: dict[int, int] = {}
+        uses = [0] * len(tensors)  # per storage root (0 for the other tensors)
         views: dict[int, list[int]] = {}  # root -> the tensors other than itself that share its storage
         for t in tensors:
-            if t.root == t.id:
-                uses[t.id] = 0
-            else:
+            if t.root != t.id:
                 views.setdefault(t.root, []).append(t.id)
         for t in tensors:
             uses[root_of[t.id]] += len(t.consumers)
         self.uses = uses  # remaining uses per storage root before any task runs (copied per run)
         self.views = views
         self.tensors = tensors
+        # arguments and constants, in DRAM from the start (tensors kept in storage are not)
+        self.initial = [t.id for t in tensors
+                        if t.kind != "stored" and ((t.producer is None and t.root == t.id) or t.kind == "const")]
+        # storages whose DRAM copy is freed after their last use: values the step produces
+        self.dram_freeable = [not t.persistent and t.producer is not None for t in tensors]
         self.consumers: dict[int, list[int]] = {}  # root -> its readers, sorted (`root_consumers`, on demand)
         self.indegree = [len(t.preds) for t in g.tasks]
         self.succ = g.successors()
         self.sources = [t.index for t in g.tasks if not t.preds]
         self.releases: list[list[tuple[int, int]] | None] = [None] * len(g.tasks)  # (root, uses) per task
+        self.own_writes: list[list[int] | None] = [None] * len(g.tasks)  # per task, `own`
+
+    def own(self, task: Task) -> list[int]:
+        """The tensors a task writes that are storages of their own (not views of existing ones)."""
+        root_of = self.root_of
+        own = self.own_writes[task.index] = [tid for tid in task.writes if root_of[tid] == tid]
+        return own
 
     def root_consumers(self, root: int) -> list[int]:
         """The tasks that read a storage (through any tensor sharing it), in task order."""
@@ -225,6 +241,30 @@ class GraphTables:
         return consumers
 
 
+class ScheduleSummary:
+    """What `monet explore` scores a schedule by, without the per-task and per-transfer objects
+    of a `Schedule` (`Scheduler.run_summary`): the latency, the energy by part and the memory
+    traces. Each figure is computed as `Schedule` computes it, floating-point sums in the same
+    order, so `evaluation_of_schedule` gives the same `Evaluation` from either."""
+
+    __slots__ = ("target", "memories", "latency_cycles", "_energy", "_peaks")
+
+    def __init__(self, target: Target, memories: dict[str, MemoryTrace], latency_cycles: float,
+                 energy: dict[str, float], peaks: dict[str, int]):
+        self.target = target
+        self.memories = memories
+        self.latency_cycles = latency_cycles
+        self._energy = energy
+        self._peaks = peaks
+
+    def energy_breakdown_pj(self) -> dict[str, float]:
+        return dict(self._energy)
+
+    def peaks(self) -> dict[str, int]:
+        """Peak bytes per memory (`MemoryTrace.peak`), in `memories` order."""
+        return dict(self._peaks)
+
+
 class Scheduler:
     def __init__(self, graph: TaskGraph, target: Target, allocation: Callable[[Task], tuple[int, ...] | None] | None,
                  cost_of: Callable, can_run: Callable, memo: ScheduleMemo | None = None):
@@ -235,22 +275,31 @@ class Scheduler:
         self.cost_of = cost_of
         self.can_run = can_run
         self.freq = target.frequency_hz
-        self.core_free = [0.0] * len(target.cores)
-        self.scheduled: dict[int, ScheduledTask] = {}
-        self.transfers: list[Transfer] = []
-        # where valid copies of a tensor's storage (root) are, and when each became ready
-        self.copies: dict[int, dict[int, float]] = {}
-        self.resident_bytes = [0] * len(target.cores)
-        self.resident: list[dict[int, int]] = [dict() for _ in target.cores]  # root -> bytes
-        self.allocated_at: list[dict[int, float]] = [dict() for _ in target.cores]  # root -> time
-        self.dram_allocated_at: dict[int, float] = {}
+        n_cores = len(target.cores)
+        self.core_free = [0.0] * n_cores
+        # per task, once placed: its core, start, end, the energy parts of its cost (`split_energy`)
+        # and its cost (None: a view or a page task); `ScheduledTask`s are built by `run` only
+        n = len(graph.tasks)
+        self.done = bytearray(n)  # 1 once a task is placed
+        self.placed = 0
+        self.task_core = [0] * n
+        self.task_start = [0.0] * n
+        self.task_end = [0.0] * n
+        self.task_cost: list[Cost | None] = [None] * n
+        self.task_parts: list[tuple[float, float, float] | None] = [None] * n
+        # `Transfer` fields, one tuple per resource hop (`Transfer`s are built by `run` only)
+        self.transfers: list[tuple] = []
+        # per storage root: where valid copies of it are and when each became ready (None: never seen)
+        self.copies: list[dict[int, float] | None] = [None] * len(graph.tensors)
+        self.resident_bytes = [0] * n_cores
+        self.resident: list[dict[int, float]] = [dict() for _ in range(n_cores)]  # root -> when allocated
+        self.dram_allocated_at = [0.0] * len(graph.tensors)
         # frees already decided but at a time later than allocations still to come may use:
         # those bytes still occupy the memory until then
-        self.pending_frees: list[list[tuple[float, int]]] = [[] for _ in target.cores]
-        self.pending_bytes = [0] * len(target.cores)  # sum over pending_frees
+        self.pending_frees: list[list[tuple[float, int]]] = [[] for _ in range(n_cores)]
+        self.pending_bytes = [0] * n_cores  # sum over pending_frees
         self.watermark = 0.0
         self.op_core: dict[int, int] = {}  # IR op -> the core its (first) tile runs on
-        self.remaining_uses: dict[int, int] = {}
         self.next_use_from: dict[int, int] = {}  # root -> index in root_consumers before which all are scheduled
         self.mem_names = []
         self.capacity = []
@@ -267,15 +316,17 @@ class Scheduler:
         self.dram_write = self.dram_read if dram is None or dram.ports < 2 else self._dram_resource("write")
         self.links = {(l.src, l.dst): Resource(f"link {l.src}->{l.dst}", l.bandwidth_bits, l.energy_pj_per_bit)
                       for l in target.interconnect.links}
-        self.routes: dict[tuple[int, int], list[Resource]] = {}  # (src, dst) -> `_route`
+        # (src + 1, dst + 1) -> `_route` (DRAM is -1)
+        self.routes: list[list[list[Resource] | None]] = [[None] * (n_cores + 1) for _ in range(n_cores + 1)]
         self.buses = [(set(b.cores), Resource(f"bus {','.join(map(str, b.cores))}", b.bandwidth_bits, b.energy_pj_per_bit))
                       for b in target.interconnect.buses]
         self.costs: list[dict[int, Cost]] = []
-        self.every_core = tuple(range(len(target.cores)))
+        self.every_core = tuple(range(n_cores))
         self.durations: list[dict[int, float]] = []  # per task, its cycles on each core it may run on
         self.energy_parts: dict[int, tuple[float, float, float]] = {}  # id(cost) -> split_energy(cost)
-        self.spilled_roles: dict[int, set[str]] = {}  # id(cost) -> loop-nest roles it streams
         self.stream_picks = memo.stream_picks if memo is not None else {}  # (budget, sizes) -> `_largest_within`
+        # id(cost) -> (cost, the loop-nest roles it streams)
+        self.spilled_roles: dict[int, tuple[Cost, frozenset[str]]] = memo.spilled_roles if memo is not None else {}
 
     def _dram_resource(self, direction: str) -> Resource:
         dram = self.target.dram
@@ -358,8 +409,51 @@ class Scheduler:
     # ------------------------------------------------------------------ driver
 
     def run(self) -> Schedule:
+        self._guarded()
+        g = self.g
+        tasks = []
+        core_of, start_of, end_of, cost_of, parts_of = (self.task_core, self.task_start, self.task_end, self.task_cost,
+                                                        self.task_parts)
+        for i in range(len(g.tasks)):
+            cost = cost_of[i]
+            if cost is None:
+                tasks.append(ScheduledTask(i, core_of[i], start_of[i], end_of[i], 0.0, 0.0, 0.0, 0.0))
+            else:
+                compute, onchip, offchip = parts_of[i]
+                tasks.append(ScheduledTask(i, core_of[i], start_of[i], end_of[i], cost.energy_pj, compute, onchip,
+                                           offchip, int(cost.dram_bytes)))
+        transfers = [Transfer(*t) for t in self.transfers]
+        return Schedule(g, self.target, tasks, transfers, self.memories)
+
+    def run_summary(self) -> ScheduleSummary:
+        """Schedule, and return only what a search scores (see `ScheduleSummary`): the same
+        figures as `run()`'s `Schedule` gives, without building its objects."""
+        self._guarded()
+        ends = list(self.task_end)
+        ends.extend([t[4] for t in self.transfers])
+        latency = max(ends, default=0.0)  # `Schedule.latency_cycles`
+        # `Schedule.energy_breakdown_pj`: tasks with a signature in task order, then the transfers
+        compute = onchip = offchip = interconnect = 0.0
+        for parts in self.task_parts:
+            if parts is None:
+                continue
+            compute += parts[0]
+            onchip += parts[1]
+            offchip += parts[2]
+        for t in self.transfers:
+            if t[7].startswith(("dram", "storage")):
+                offchip += t[6]
+            else:
+                interconnect += t[6]
+        energy = {"compute": compute, "onchip_memory": onchip, "offchip_memory": offchip, "interconnect": interconnect}
+        peaks = {}
+        for name, trace in self.memories.items():
+            peaks[name] = self.dram_peak if name == self.dram_name and self.dram_peak is not None else trace.peak()
+        return ScheduleSummary(self.target, self.memories, latency, energy, peaks)
+
+    def _guarded(self) -> None:
         try:
-            return self._run()
+            self._run()
         except (ScheduleError, InternalError, KeyboardInterrupt):
             raise
         except expected_errors():
@@ -369,8 +463,9 @@ class Scheduler:
             where = f"op {task.op} (node '{task.node}')" if task is not None else "the scheduler"
             raise InternalError(where, e) from e
 
-    def _run(self) -> Schedule:
+    def _run(self) -> None:
         self.current: int | None = None
+        self.dram_peak: int | None = None
         self.price()
         g = self.g
         tables = GraphTables(g) if self.memo is None else self.memo.tables(g)
@@ -379,7 +474,7 @@ class Scheduler:
         self.releases = tables.releases
         self.core_events = [self.memories[name].events for name in self.mem_names]
         self.dram_events = self.memories[self.dram_name].events
-        self.remaining_uses = dict(tables.uses)
+        self.remaining_uses = list(tables.uses)
         self.tables = tables
         self._initial_dram()
         indegree = list(tables.indegree)
@@ -398,33 +493,27 @@ class Scheduler:
                 indegree[s] -= 1
                 if indegree[s] == 0:
                     push(heap, (ready_time[s], s))
-        if len(self.scheduled) != len(g.tasks):
+        if self.placed != len(g.tasks):
             raise ScheduleError("the task graph has a cycle")
         self._check_dram()
-        tasks = [self.scheduled[i] for i in range(len(g.tasks))]
-        return Schedule(g, self.target, tasks, self.transfers, self.memories)
 
     def _initial_dram(self) -> None:
-        trace = self.memories[self.dram_name]
+        events = self.dram_events
         if self.g.storage_plan is not None:  # tensors a plan keeps in storage (monet_ir.schedule.paging)
             from monet_ir.schedule.paging import prepare
 
             prepare(self, self.g.storage_plan, (ScheduledTask, Transfer, MemoryTrace, ScheduleError))
-        for t in self.g.tensors:
-            if t.kind == "stored":
-                continue
-            if t.producer is None and t.root == t.id:
-                self.copies[t.id] = {DRAM: 0.0}
-                trace.alloc(0.0, t.bytes)
-            elif t.kind == "const":
-                self.copies[t.id] = {DRAM: 0.0}
-                trace.alloc(0.0, t.bytes)
+        copies = self.copies
+        tensors = self.g.tensors
+        for tid in self.tables.initial:  # arguments and constants: in DRAM from the start
+            copies[tid] = {DRAM: 0.0}
+            events.append((0.0, 1, tensors[tid].bytes))  # `MemoryTrace.alloc`
 
     def _check_dram(self) -> None:
         dram = self.target.dram
         if dram is None:
             return
-        peak = self.memories[self.dram_name].peak()
+        peak = self.dram_peak = self.memories[self.dram_name].peak()
         if peak > dram.capacity_bytes:
             hint = ""
             if self.target.storage is not None and not self.g.storage_plan:
@@ -438,6 +527,14 @@ class Scheduler:
 
     # ------------------------------------------------------------------ one task
 
+    def _done(self, index: int, core: int, start: float, end: float) -> None:
+        """Record a task without a cost (a view, a page task) as placed."""
+        self.done[index] = 1
+        self.placed += 1
+        self.task_core[index] = core
+        self.task_start[index] = start
+        self.task_end[index] = end
+
     def place(self, task: Task, ready: float) -> float:
         self.watermark = ready
         if task.page:
@@ -447,7 +544,7 @@ class Scheduler:
         if task.sig is None:
             core = self._where_data_is(task, tuple(options))
             start = max(ready, self._inputs_ready_at(task, core))
-            self.scheduled[index] = ScheduledTask(index, core, start, start, 0.0, 0.0, 0.0, 0.0)
+            self._done(index, core, start, start)
             # a view allocates nothing: its storage is its operand's
             self._release_inputs(task, start)
             return start
@@ -456,22 +553,25 @@ class Scheduler:
         if pinned is not None and pinned in options:
             # the tiles of one op share a core, as Stream allocates a layer's CNs: its weights
             # are loaded once and stay resident across tiles
-            options = {pinned: options[pinned]}
-        if len(options) == 1:
+            core = pinned
+            cost = options[pinned]
+        elif len(options) == 1:
             (core, cost), = options.items()
         else:
             best = None
+            core_free = self.core_free
             for c, cost in options.items():
-                start = max(ready, self.core_free[c], self._estimate_arrival(index, c, ready))
+                start = max(ready, core_free[c], self._estimate_arrival(index, c, ready))
                 key = (start + durations[c], cost.energy_pj, c)
                 if best is None or key < best[0]:
                     best = (key, c, cost)
             _, core, cost = best
-        self.op_core[task.op_index] = core
+        if pinned != core:
+            self.op_core[task.op_index] = core
         # tensors this task moves through DRAM instead of holding them (its own cost counts
         # the traffic, or no room on chip); `unpaid`: outputs streamed by us, not by the op
         streamed = self._streamed(task, cost)
-        unpaid: set[int] = set()
+        unpaid: set[int] | None = None
         reads = task.reads
         # inputs start arriving as soon as they exist and there is room (prefetch while the
         # core finishes earlier work), as Stream fills idle link time
@@ -480,7 +580,7 @@ class Scheduler:
         root_of = self.root_of
         for tid in reads:
             root = root_of[tid]
-            copies = all_copies.get(root)
+            copies = all_copies[root]
             if copies is None:
                 copies = all_copies[root] = {}
             here = copies.get(core)
@@ -498,14 +598,21 @@ class Scheduler:
         # outputs are placed together: check each one with those before it
         need = 0
         bytes_of = self.bytes_of
-        own_writes = [tid for tid in task.writes if root_of[tid] == tid]  # not views of existing storage
+        own_writes = self.tables.own_writes[index]
+        if own_writes is None:
+            own_writes = self.tables.own(task)
+        capacity = self.capacity[core]
         for tid in own_writes:
             if tid in streamed:
                 continue
             nbytes = bytes_of[tid]
+            if self.resident_bytes[core] + self.pending_bytes[core] + need + nbytes <= capacity:
+                need += nbytes  # `_room_at`'s first answer: fits even before any pending free
+                continue
             when = self._room_at(core, need + nbytes, reads, start)
             if when is None:
-                streamed.add(tid)
+                if unpaid is None:
+                    unpaid = set()
                 unpaid.add(tid)
             else:
                 start, need = when, need + nbytes
@@ -514,30 +621,34 @@ class Scheduler:
         parts = self.energy_parts.get(id(cost))
         if parts is None:
             parts = self.energy_parts[id(cost)] = split_energy(cost)
-        compute, onchip, offchip = parts
-        self.scheduled[index] = ScheduledTask(index, core, start, end, cost.energy_pj, compute, onchip, offchip,
-                                              int(cost.dram_bytes))
+        self.done[index] = 1
+        self.placed += 1
+        self.task_core[index] = core
+        self.task_start[index] = start
+        self.task_end[index] = end
+        self.task_cost[index] = cost
+        self.task_parts[index] = parts
         # the outputs
         remaining = self.remaining_uses
-        nbytes_of = bytes_of.__getitem__
+        resident = self.resident[core]
+        events = self.core_events[core]
         for tid in own_writes:
-            if tid in streamed:
+            if tid in streamed or (unpaid is not None and tid in unpaid):
                 # the op writes it to DRAM as it goes (spilled by the op, or no room on chip)
                 all_copies[tid] = {DRAM: end}
                 self.dram_allocated_at[tid] = start  # `_dram_alloc`
-                self.dram_events.append((start, 1, nbytes_of(tid)))
-                if tid in unpaid:
+                self.dram_events.append((start, 1, bytes_of[tid]))
+                if unpaid is not None and tid in unpaid:
                     self._transfer(tid, core, DRAM, start, "store")
-                if remaining.get(tid, 0) == 0:
+                if remaining[tid] == 0:
                     self._free(tid, end)
                 continue
             nbytes = bytes_of[tid]
-            self.resident[core][tid] = nbytes
-            self.allocated_at[core][tid] = start
+            resident[tid] = start  # `_allocate`
             self.resident_bytes[core] += nbytes
-            self.core_events[core].append((start, 1, nbytes))
+            events.append((start, 1, nbytes))
             all_copies[tid] = {core: end}
-            if remaining.get(tid, 0) == 0:
+            if remaining[tid] == 0:
                 self._free(tid, end)
         if task.in_place:
             self._write_back(task, core, end)
@@ -548,11 +659,11 @@ class Scheduler:
         for root, uses in releases:
             left = remaining[root] - uses
             remaining[root] = left
-            if left <= 0 and all_copies.get(root):
+            if left <= 0 and all_copies[root]:
                 self._free(root, end)
         return end
 
-    def _streamed(self, task: Task, cost: Cost) -> set[int]:
+    def _streamed(self, task: Task, cost: Cost) -> frozenset[int]:
         """Tensors the op moves to or from DRAM itself (its cost already counts that traffic):
         the roles the loop-nest model spilled, or everything a vector op's data does not fit."""
         if not isinstance(task.sig, LoopNestSig):
@@ -560,7 +671,7 @@ class Scheduler:
             # largest tensors, up to the DRAM bytes its cost counts
             budget = cost.dram_bytes
             if budget <= 0:
-                return set()
+                return NOTHING
             touched = tuple(dict.fromkeys((*task.reads, *task.writes)))
             sizes = tuple(map(self.bytes_of.__getitem__, touched))
             # which of them depends only on the budget and the sizes in operand order
@@ -568,24 +679,31 @@ class Scheduler:
             picks = self.stream_picks.get(key)
             if picks is None:
                 picks = self.stream_picks[key] = _largest_within(sizes, budget)
-            return {touched[i] for i in picks}
-        spilled = self.spilled_roles.get(id(cost))
-        if spilled is None:
-            spilled = self.spilled_roles[id(cost)] = {k.split(".", 1)[1] for k in cost.breakdown_pj
-                                                      if k.startswith("dram.")}
+            return frozenset(touched[i] for i in picks)
+        # the roles a cost spills, per cost (kept by the memo across schedules; the entry holds
+        # the cost, so its id stays its own)
+        known = self.spilled_roles.get(id(cost))
+        if known is None or known[0] is not cost:
+            known = self.spilled_roles[id(cost)] = (
+                cost, frozenset(k.split(".", 1)[1] for k in cost.breakdown_pj if k.startswith("dram.")))
+        spilled = known[1]
         if spilled:
-            return {t for t, role in task.roles.items() if role in spilled}
-        return set()
+            return frozenset(t for t, role in task.roles.items() if role in spilled)
+        return NOTHING
 
     def _where_data_is(self, task: Task, allowed: tuple[int, ...]) -> int:
         for tid in task.reads:
-            for loc in self.copies.get(self.root_of[tid], {}):
+            for loc in self.copies[self.root_of[tid]] or ():
                 if loc != DRAM and loc in allowed:
                     return loc
         return allowed[0]
 
     def _inputs_ready_at(self, task: Task, core: int) -> float:
-        times = [min(self.copies.get(self.root_of[t], {0: 0.0}).values()) for t in task.reads]
+        copies = self.copies
+        times = []
+        for t in task.reads:
+            here = copies[self.root_of[t]]
+            times.append(min((here if here is not None else {0: 0.0}).values()))
         return max(times, default=0.0)
 
     def _estimate_arrival(self, index: int, core: int, ready: float) -> float:
@@ -595,22 +713,22 @@ class Scheduler:
         root_of = self.root_of
         for tid in self.g.tasks[index].reads:
             root = root_of[tid]
-            copies = self.copies.get(root, {})
+            copies = self.copies[root]
+            if not copies:
+                continue
             here = copies.get(core)
             if here is not None:
                 if here > arrival:
                     arrival = here
                 continue
-            if not copies:
-                continue
-            src, at = min(copies.items(), key=lambda kv: kv[1])
+            src, at = min(copies.items(), key=_second)
             res = self._route(src, core)
             nbytes = self.bytes_of[root]
             arrival = max(arrival, max(at, ready, res[0].free_at) + sum(nbytes * 8 / r.bits_per_cycle for r in res))
         return arrival
 
     def _route(self, src: int, dst: int) -> list[Resource]:
-        route = self.routes.get((src, dst))
+        route = self.routes[src + 1][dst + 1]
         if route is not None:
             return route
         if src == DRAM:
@@ -624,19 +742,24 @@ class Scheduler:
             else:
                 route = next(([bus] for members, bus in self.buses if src in members and dst in members),
                              [self.dram_write, self.dram_read])
-        self.routes[(src, dst)] = route
+        self.routes[src + 1][dst + 1] = route
         return route
 
     def _fetch(self, tid: int, root: int, copies: dict[int, float], core: int, ready: float,
                reads: tuple[int, ...]) -> float:
         """Bring an input that is not on `core` yet (nor streamed); returns when it is there."""
-        src, at = min(copies.items(), key=lambda kv: kv[1])
+        if len(copies) == 1:
+            (src, at), = copies.items()
+        else:
+            src, at = min(copies.items(), key=_second)
         nbytes = self.bytes_of[root]
-        when = self._room_at(core, nbytes, reads, max(at, ready))
-        if when is None:
-            # no room even after evicting: it streams through from DRAM, and we pay that
-            self._ensure_in_dram(root, copies)
-            return self._transfer(root, DRAM, core, max(copies[DRAM], ready), "load")
+        when = at if at > ready else ready
+        if self.resident_bytes[core] + self.pending_bytes[core] + nbytes > self.capacity[core]:
+            when = self._room_at(core, nbytes, reads, when)
+            if when is None:
+                # no room even after evicting: it streams through from DRAM, and we pay that
+                self._ensure_in_dram(root, copies)
+                return self._transfer(root, DRAM, core, max(copies[DRAM], ready), "load")
         end = self._transfer(root, src, core, when, "load" if src == DRAM else "copy")
         self._allocate(core, root, when)
         copies[core] = end
@@ -644,14 +767,14 @@ class Scheduler:
 
     def _ensure_in_dram(self, root: int, copies: dict[int, float]) -> None:
         if DRAM not in copies and copies:
-            src, at = min(copies.items(), key=lambda kv: kv[1])
+            src, at = min(copies.items(), key=_second)
             self._dram_alloc(root, at)
             copies[DRAM] = self._transfer(root, src, DRAM, at, "store")
 
     def _transfer(self, root: int, src: int, dst: int, ready: float, reason: str) -> float:
         nbytes = self.bytes_of[root]
         time = ready
-        route = self.routes.get((src, dst)) or self._route(src, dst)
+        route = self.routes[src + 1][dst + 1] or self._route(src, dst)
         transfers = self.transfers
         for res in route:
             # `Resource.reserve`, inlined
@@ -659,21 +782,21 @@ class Scheduler:
             start = free_at if free_at > time else time
             end = start + nbytes * 8 / res.bits_per_cycle
             res.free_at = end
-            transfers.append(Transfer(root, src, dst, start, end, nbytes, nbytes * 8 * res.energy_pj_per_bit,
-                                      res.name, reason))
+            transfers.append((root, src, dst, start, end, nbytes, nbytes * 8 * res.energy_pj_per_bit, res.name, reason))
             time = end
         if len(route) == 2:
             # a core-to-core copy without a link goes through DRAM, which holds it meanwhile
-            first = transfers[-2]
-            dram = self.memories[self.dram_name]
-            dram.alloc(first.start, nbytes)
-            dram.free(time, nbytes, first.start)
+            first = transfers[-2][3]
+            self.dram_events.append((first, 1, nbytes))  # `MemoryTrace.alloc`, then `.free`
+            self.dram_events.append((time, 2 if time <= first else 0, -nbytes))
         return time
 
     def _write_back(self, task: Task, core: int, end: float) -> None:
         for tid in task.in_place:
             root = self.root_of[tid]
-            copies = self.copies.setdefault(root, {})
+            copies = self.copies[root]
+            if copies is None:
+                copies = self.copies[root] = {}
             if core in copies:
                 done = self._transfer(root, core, DRAM, end, "writeback")
                 # other on-chip copies are stale now
@@ -711,8 +834,7 @@ class Scheduler:
 
     def _allocate(self, core: int, root: int, time: float) -> None:
         nbytes = self.bytes_of[root]
-        self.resident[core][root] = nbytes
-        self.allocated_at[core][root] = time
+        self.resident[core][root] = time
         self.resident_bytes[core] += nbytes
         self.core_events[core].append((time, 1, nbytes))  # `MemoryTrace.alloc`
 
@@ -721,15 +843,15 @@ class Scheduler:
         self.dram_events.append((time, 1, self.bytes_of[root]))  # `MemoryTrace.alloc`
 
     def _drop(self, core: int, root: int, time: float) -> None:
-        nbytes = self.resident[core].pop(root, None)
-        if nbytes is None:
+        at = self.resident[core].pop(root, None)
+        if at is None:
             return
+        nbytes = self.bytes_of[root]
         self.resident_bytes[core] -= nbytes
-        at = self.allocated_at[core].pop(root)
         self.core_events[core].append((time, 2 if time <= at else 0, -nbytes))  # `MemoryTrace.free`
         self.pending_frees[core].append((time, nbytes))
         self.pending_bytes[core] += nbytes
-        copies = self.copies.get(root)
+        copies = self.copies[root]
         if copies is not None:
             copies.pop(core, None)
 
@@ -767,15 +889,14 @@ class Scheduler:
         return time
 
     def _free(self, root: int, time: float) -> None:
-        copies = self.copies.get(root)
+        copies = self.copies[root]
         if not copies:
             return
         for loc in list(copies):
             if loc == DRAM:
-                t = self.g.tensors[root]
-                if not t.persistent and t.producer is not None:
+                if self.tables.dram_freeable[root]:  # not persistent, and produced by the step
                     # `MemoryTrace.free`
-                    at = self.dram_allocated_at.get(root, 0.0)
+                    at = self.dram_allocated_at[root]
                     self.dram_events.append((time, 2 if time <= at else 0, -self.bytes_of[root]))
                     copies.pop(DRAM)
             else:
@@ -790,6 +911,7 @@ class Scheduler:
         # leaves): found once, the victim is the first with the furthest next use each time
         victims: list[int] | None = None
         uses: list[int] | None = None
+        all_copies = self.copies
         while self.resident_bytes[core] + nbytes > capacity:
             if victims is None:
                 victims = [r for r in self.resident[core] if r not in keep]
@@ -803,9 +925,11 @@ class Scheduler:
             else:
                 i = 0
             victim = victims.pop(i)
-            copies = self.copies.setdefault(victim, {})
+            copies = all_copies[victim]
+            if copies is None:
+                copies = all_copies[victim] = {}
             at = max(time, copies.get(core, time))
-            if DRAM not in copies and self.remaining_uses.get(victim, 0) > 0:
+            if DRAM not in copies and self.remaining_uses[victim] > 0:
                 self._dram_alloc(victim, at)
                 copies[DRAM] = self._transfer(victim, core, DRAM, at, "evict")
             self._drop(core, victim, at)
@@ -825,10 +949,18 @@ class Scheduler:
             consumers = self.tables.root_consumers(root)
         # tasks only ever become scheduled, so the scan resumes where it stopped last time
         i = self.next_use_from.get(root, 0)
-        while i < len(consumers) and consumers[i] in self.scheduled:
+        done = self.done
+        while i < len(consumers) and done[consumers[i]]:
             i += 1
         self.next_use_from[root] = i
         return consumers[i] if i < len(consumers) else 1 << 60
+
+
+NOTHING: frozenset[int] = frozenset()
+
+
+def _second(item: tuple) -> Any:
+    return item[1]
 
 
 def _largest_within(sizes: tuple[int, ...], budget: float) -> tuple[int, ...]:

@@ -255,10 +255,10 @@ def test_failed_candidates_are_counted_in_the_summary(tmp_path, capsys, monkeypa
 
     real = Evaluator.schedule
 
-    def fails_when_fused(self, candidate):
+    def fails_when_fused(self, candidate, *args, **kwargs):
         if candidate.fusion and any(candidate.fusion):
             raise ScheduleError("the task graph has a cycle")  # what fusion once did on MobileNetV2
-        return real(self, candidate)
+        return real(self, candidate, *args, **kwargs)
 
     monkeypatch.setattr(Evaluator, "schedule", fails_when_fused)
     out = tmp_path / "failing"
