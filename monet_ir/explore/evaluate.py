@@ -541,13 +541,17 @@ class Evaluator:
             g = self.quantized_graph(candidate)
         else:
             paged = stored = None
+            program = self.program(*key[:3])
             if candidate.pages:
                 from monet_ir.analysis.paging_plan import plan_paged
 
-                paged = list(plan_paged(self.checkpoint_problem, candidate.paged))
+                # in program order, as `monet report` reads the plan's marks (a set's order would
+                # change from one process to the next)
+                paged_set = plan_paged(self.checkpoint_problem, candidate.paged)
+                paged = [r for item in program if item.phase == "forward" for r in item.results if r in paged_set]
                 stored = (candidate.stored, None)
             g = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
-                        program=self.program(*key[:3]), cache=self._extract_cache, prefix_key=key[1:3],
+                        program=program, cache=self._extract_cache, prefix_key=key[1:3],
                         paged=paged, stored=stored)
         self._graphs[key] = g
         if len(self._graphs) > self._graph_cache:
