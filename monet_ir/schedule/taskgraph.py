@@ -21,7 +21,6 @@ candidate without rewriting IR. `ExtractCache` keeps what it reads from ops acro
 
 from __future__ import annotations
 
-import bisect
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -148,12 +147,42 @@ class OpFacts(NamedTuple):
     view: bool  # nn.reshape: its result is its operand's storage
     const: bool
     roles: tuple[tuple[str, ...], str] | None  # loop-nest roles of operands and result
+    name: str = ""  # the op's name
+    in_place: tuple[SSAValue, ...] | None = None  # the values an optimizer or accumulation op updates
+
+
+class _Layout:
+    """How a value stored as row pieces splits its rows: the pieces' `bounds` along `axis`, and
+    per rows a reader needs (`operand_rows`) the pieces it reads (`memo`). One object per
+    (axis, bounds) in an `ExtractCache`, so that identical layouts compare by identity."""
+
+    __slots__ = ("axis", "bounds", "memo")
+
+    def __init__(self, axis: int, bounds: tuple[tuple[int, int], ...]):
+        self.axis = axis
+        self.bounds = bounds
+        self.memo: dict[Any, tuple[int, ...]] = {}
+
+    def overlapping(self, needed) -> tuple[int, ...]:
+        """The pieces a reader of `needed` rows reads, in order: all of them for a whole read or
+        one along another axis, else those whose rows meet the needed ones."""
+        found = self.memo.get(needed)
+        if found is None:
+            if needed is None:
+                found = tuple(range(len(self.bounds)))
+            else:
+                axis, (lo, hi) = needed
+                found = tuple(i for i, (start, end) in enumerate(self.bounds)
+                              if self.axis != axis or (start < hi and lo < end))
+            self.memo[needed] = found
+        return found
 
 
 class TilePlan(NamedTuple):
     """An op run as tiles along `axis` of its `full` result rows: per tile its rows, the operand
     rows it reads (`operand_rows`, per operand) and its signature; `whole`: the operand rows the
-    whole result reads; `barrier`: every tile waits for the whole input."""
+    whole result reads; `barrier`: every tile waits for the whole input; `layout`: how its
+    results are stored (a piece per tile)."""
 
     full: int
     bounds: list[tuple[int, int]]
@@ -161,6 +190,7 @@ class TilePlan(NamedTuple):
     sigs: list[Any]
     whole: list[Any]
     barrier: bool
+    layout: _Layout | None = None
 
 
 @dataclass
@@ -174,6 +204,21 @@ class ExtractCache:
     """One object per distinct tile signature: the scheduler prices a signature object once."""
     prefixes: OrderedDict[Hashable, _Prefix] = field(default_factory=OrderedDict)
     prefix_limit: int = 16
+    seen: OrderedDict[Hashable, None] = field(default_factory=OrderedDict)
+    """Prefix keys met once: a prefix is saved the second time its key is met (a key met only
+    once, as most are in a random search over fused stacks, would cost a copy for nothing)."""
+    layouts: dict[tuple, _Layout] = field(default_factory=dict)
+    templates: dict[tuple, list] = field(default_factory=dict)
+    """Per (op, tiling, layouts of its operands, suffix): per tile, the operand pieces it reads,
+    their roles, its signature and its results' names and bytes (`_Extractor.add_tiled`)."""
+    arguments: tuple[Any, list] | None = None  # (function, per argument its key, name, bytes, kind, persistence)
+
+    def layout(self, axis: int, bounds: Iterable[tuple[int, int]]) -> _Layout:
+        bounds = tuple(bounds)
+        layout = self.layouts.get((axis, bounds))
+        if layout is None:
+            layout = self.layouts[(axis, bounds)] = _Layout(axis, bounds)
+        return layout
 
 
 @dataclass
@@ -187,21 +232,17 @@ class _Prefix:
     tilings: list[Any]
     tasks: list[Task]
     tensors: list[TensorInfo]
-    parts: dict[Hashable, list[_Part]]
+    parts: dict[Hashable, tuple[tuple[int, ...], _Layout | None]]
     stacks: dict[int, list[list[int]]]
     hints: dict[Hashable, tuple[int, int]]
     """The split hints of the values it holds: a tiled backward op reading a forward value
     splits it into row pieces, and recomputation can change which value that op reads."""
 
 
-@dataclass
-class _Part:
-    """One stored piece of an SSA value: a tensor, and the rows it holds along `axis` (whole
-    value when `rows` is None)."""
-
-    tensor: int
-    rows: tuple[int, int] | None = None
-    axis: int = -1
+# A value's storage (`_Extractor.parts`): (its tensors, their layout). Layout None: one tensor,
+# the whole value; else row pieces along the layout's axis, a tensor per piece. A view's value
+# is the same object as its operand's.
+_Stored = tuple[tuple[int, ...], _Layout | None]
 
 
 class _Extractor:
@@ -214,19 +255,30 @@ class _Extractor:
         self.facts = cache.ops
         self.tile_plans = cache.tiles
         self.sigs = cache.sigs
-        self.row_index: dict[int, tuple] = {}  # id(parts) -> _row_index(parts); parts lists live in self.parts
-        self.size = tensor_bytes if bits is None or not isinstance(bits, int) else (lambda t: tensor_bytes_at(t, bits))
+        self.templates = cache.templates
         self.tensors: list[TensorInfo] = []
         self.tasks: list[Task] = []
-        self.parts: dict[Hashable, list[_Part]] = {}
+        self.parts: dict[Hashable, _Stored] = {}
         self.stacks: dict[int, list[list[int]]] = {}  # stack -> per op, its tile task indices
         self.grad_results = _gradient_results(fn)
         self.position = -1
 
     def new_tensor(self, name: str, nbytes: int, kind: str, persistent: bool, producer: int | None) -> int:
         tid = len(self.tensors)
-        self.tensors.append(TensorInfo(tid, name, nbytes, kind, persistent, producer, root=tid))
+        self.tensors.append(TensorInfo(tid, name, nbytes, kind, persistent, producer, [], tid))
         return tid
+
+    def arguments(self) -> list:
+        """Per argument of the function: its key, name, bytes, kind and persistence."""
+        known = self.cache.arguments
+        if known is not None and known[0] is self.fn:
+            return known[1]
+        args = []
+        for info, arg in zip(graph.arg_infos(self.fn), self.fn.body.block.args, strict=True):
+            role = info.role or "input"
+            args.append((arg, info.name or f"arg{info.index}", self.value_size(arg), role, role in ("param", "state")))
+        self.cache.arguments = (self.fn, args)
+        return args
 
     def run(self, program: list[ProgramOp], prefix_key: Hashable = None,
             paged: Iterable[Hashable] | None = None,
@@ -234,22 +286,18 @@ class _Extractor:
         self.split_hints = self.find_split_hints(program)
         start = self.restore(program, prefix_key) if prefix_key is not None else 0
         if start == 0:
-            for info, arg in zip(graph.arg_infos(self.fn), self.fn.body.block.args, strict=True):
-                role = info.role or "input"
-                tid = self.new_tensor(info.name or f"arg{info.index}", self.value_size(arg), role,
-                                      role in ("param", "state"), None)
-                self.parts[arg] = [_Part(tid)]
-        saving = prefix_key is not None and start == 0
+            for arg, name, nbytes, role, persistent in self.arguments():
+                self.parts[arg] = ((self.new_tensor(name, nbytes, role, persistent, None),), None)
+        saving = prefix_key is not None and start == 0 and self.wants_prefix(prefix_key)
         for position in range(start, len(program)):
             item = program[position]
             if saving and item.phase != "forward":
                 self.save(program[:position], prefix_key)
                 saving = False
             self.position = position
-            op = item.op
             tiling = item.tiling
             # a fused reshape stays a view: its tiles are its operand's tiles
-            if tiling is not None and op.results and not isinstance(op, nn.ReshapeOp):
+            if tiling is not None and item.op.results and not isinstance(item.op, nn.ReshapeOp):
                 self.add_tiled(item, tiling)
             else:
                 self.add_op(item)
@@ -284,9 +332,21 @@ class _Extractor:
         if paged is None:
             paged = [item.results[i] for item in program if item.phase == "forward"
                      for i in paged_results(item.op)]
-        tensors = [part.tensor for key in paged for part in self.parts.get(key, ())]
+        nothing: _Stored = ((), None)
+        tensors = [t for key in paged for t in self.parts.get(key, nothing)[0]]
         if tensors:
             add_page_tasks(self.tasks, self.tensors, tensors, Task, TensorInfo)
+
+    def wants_prefix(self, key: Hashable) -> bool:
+        """Whether to save the prefix of `key`: the second time it is met."""
+        seen = self.cache.seen
+        if key in seen:
+            del seen[key]
+            return True
+        seen[key] = None
+        if len(seen) > 64 * self.cache.prefix_limit:
+            seen.popitem(last=False)
+        return False
 
     def save(self, leading: list[ProgramOp], key: Hashable) -> None:
         prefixes = self.cache.prefixes
@@ -306,7 +366,7 @@ class _Extractor:
         prefix = self.cache.prefixes.get(key)
         if prefix is None or len(prefix.ops) > len(program):
             return 0
-        if any(item.op is not op or item.phase != "forward" or item.tiling != tiling
+        if any(item.op is not op or item.phase != "forward" or (item.tiling is not tiling and item.tiling != tiling)
                for item, op, tiling in zip(program, prefix.ops, prefix.tilings)):
             return 0
         if self.hints_within(prefix.parts) != prefix.hints:
@@ -330,29 +390,18 @@ class _Extractor:
     def facts_of(self, op: Operation) -> OpFacts:
         facts = self.facts.get(op)
         if facts is None:
+            if isinstance(op, train.OptimizerOp):
+                in_place = (op.param, *op.state_operands())
+            elif isinstance(op, train.AccumulateOp):
+                in_place = (op.buffer,)
+            else:
+                in_place = None
             facts = self.facts[op] = OpFacts(graph.op_node(op), self.signature(op),
                                              tuple(self.value_size(r) for r in op.results),
                                              tuple(r.name_hint for r in op.results),
                                              isinstance(op, nn.ReshapeOp), isinstance(op, nn.ConstantOp),
-                                             _roles_of(op))
+                                             _roles_of(op), op.name, in_place)
         return facts
-
-    def overlapping(self, parts: list[_Part], needed) -> list[int]:
-        """The tensors of `parts` a tile reading `needed` rows reads, in order. Row pieces are
-        sorted and disjoint, so a binary search finds them (a stack of 16-tile layers would
-        otherwise test every piece for every tile)."""
-        if needed is None:
-            return [p.tensor for p in parts]
-        axis, (lo, hi) = needed
-        if len(parts) >= 4:
-            index = self.row_index.get(id(parts))
-            if index is None:
-                index = self.row_index[id(parts)] = _row_index(parts)
-        if len(parts) < 4 or index[0] != axis:
-            # `_overlaps`, inlined
-            return [p.tensor for p in parts if p.rows is None or p.axis != axis or (p.rows[0] < hi and lo < p.rows[1])]
-        _, starts, ends = index
-        return [p.tensor for p in parts[bisect.bisect_right(ends, lo):bisect.bisect_left(starts, hi)]]
 
     def tile_plan(self, op: Operation, axis: int, tiles: int) -> TilePlan:
         from monet_ir.schedule.tiling import operand_rows, tile_bounds, tile_signature, waits_for_all_rows
@@ -369,7 +418,7 @@ class _Extractor:
                 [[operand_rows(op, i, axis, lo, hi) for i in range(count)] for lo, hi in bounds],
                 [self.sigs.setdefault(s, s) for s in (tile_signature(sig, op, axis, hi - lo, full) for lo, hi in bounds)],
                 [operand_rows(op, i, axis, 0, full) for i in range(count)],
-                waits_for_all_rows(op))
+                waits_for_all_rows(op), self.cache.layout(axis, bounds))
         return plan
 
     def find_split_hints(self, program: list[ProgramOp]) -> dict[Hashable, tuple[int, int]]:
@@ -377,77 +426,85 @@ class _Extractor:
         so that each tile reads only its rows."""
         hints: dict[Hashable, tuple[int, int]] = {}
         for item in program:
-            op = item.op
             tiling = item.tiling
-            if tiling is None or not op.results:
+            if tiling is None:
                 continue
-            plan = self.tile_plan(op, tiling.axis.data, tiling.tiles.data)
+            op = item.op
+            if not op.results:
+                continue
+            tiles = tiling.tiles.data
+            plan = self.tile_plan(op, tiling.axis.data, tiles)
             for operand, needed in zip(item.operands, plan.whole, strict=True):
                 if needed is not None and operand not in hints:
-                    hints[operand] = (needed[0], tiling.tiles.data)
+                    hints[operand] = (needed[0], tiles)
         return hints
 
-    def kind_of(self, op: Operation, result: Hashable, phase: str) -> tuple[str, bool]:
-        if self.facts_of(op).const:
+    def kind_of(self, facts: OpFacts, result: Hashable, phase: str) -> tuple[str, bool]:
+        if facts.const:
             return "const", True
         if result in self.grad_results or phase not in ("forward", "recompute"):
             return "gradient", False
         return "activation", False
 
-    def new_task(self, item: ProgramOp, sig, reads: list[int], node: str) -> Task:
+    def new_task(self, item: ProgramOp, facts: OpFacts, sig, reads: tuple[int, ...]) -> Task:
+        """A task reading `reads` (a tensor may appear more than once), appended; its writes,
+        in-place updates and roles are set by the caller."""
         index = len(self.tasks)
-        task = Task(index, item.op.name, node, item.phase, sig, tuple(reads), (), set(), (), self.position, {})
-        tensors, preds = self.tensors, task.preds
-        for t in dict.fromkeys(reads):
+        preds: set[int] = set()
+        tensors = self.tensors
+        for t in (dict.fromkeys(reads) if len(reads) > 1 else reads):
             tensor = tensors[t]
             tensor.consumers.append(index)
             if tensor.producer is not None:
                 preds.add(tensor.producer)
+        task = Task(index, facts.name, facts.node, item.phase, sig, reads, (), preds, (), self.position, {})
         self.tasks.append(task)
         return task
 
     def add_op(self, item: ProgramOp) -> None:
         op = item.op
-        facts = self.facts_of(op)
+        facts = self.facts.get(op) or self.facts_of(op)
         parts = self.parts
-        reads = [p.tensor for v in item.operands for p in parts[v]]
-        task = self.new_task(item, facts.sig, reads, facts.node)
+        operands = item.operands
+        if len(operands) == 1:
+            reads = parts[operands[0]][0]
+        else:
+            reads = tuple([t for v in operands for t in parts[v][0]])
+        task = self.new_task(item, facts, facts.sig, reads)
         if facts.view:
             # the result is the operand's storage, piece for piece
             for r in item.results:
-                parts[r] = parts[item.operands[0]]
+                parts[r] = parts[operands[0]]
             return
         writes = []
+        phase = item.phase
+        hints = self.split_hints
         for index, r in enumerate(item.results):
-            kind, persistent = self.kind_of(op, r, task.phase)
+            kind, persistent = self.kind_of(facts, r, phase)
             hint_name = facts.result_names[index]
             name = f"{hint_name}{item.suffix}" if hint_name else task.node or op.name
             nbytes = facts.result_bytes[index]
-            hint = self.split_hints.get(r) if self.split_hints else None
+            hint = hints.get(r) if hints else None
             if hint is not None and not facts.const:
                 from monet_ir.schedule.tiling import tile_bounds
 
                 axis, tiles = hint
                 full = shape_of(op.results[index].type)[axis]
-                pieces = []
-                for lo, hi in tile_bounds(full, tiles):
-                    piece = -(-nbytes * (hi - lo) // full)
-                    pieces.append(_Part(self.new_tensor(f"{name}[{lo}:{hi}]", piece, kind, persistent, task.index),
-                                        (lo, hi), axis))
-                self.parts[r] = pieces
-                writes += [p.tensor for p in pieces]
+                bounds = tile_bounds(full, tiles)
+                pieces = tuple(self.new_tensor(f"{name}[{lo}:{hi}]", -(-nbytes * (hi - lo) // full), kind, persistent,
+                                               task.index) for lo, hi in bounds)
+                parts[r] = (pieces, self.cache.layout(axis, bounds))
+                writes += pieces
                 continue
             tid = self.new_tensor(name, nbytes, kind, persistent, task.index)
-            self.parts[r] = [_Part(tid)]
+            parts[r] = ((tid,), None)
             writes.append(tid)
         task.writes = tuple(writes)
         if facts.roles is not None:
             self.assign_roles(item, task, facts.roles)
         # optimizer and accumulation ops are never copied: their operands are the IR's values
-        if isinstance(op, train.OptimizerOp):
-            task.in_place = tuple(self.parts[v][0].tensor for v in (op.param, *op.state_operands()))
-        elif isinstance(op, train.AccumulateOp):
-            task.in_place = (self.parts[op.buffer][0].tensor,)
+        if facts.in_place is not None:
+            task.in_place = tuple(parts[v][0][0] for v in facts.in_place)
 
     def assign_roles(self, item: ProgramOp, task: Task, roles: tuple[tuple[str, ...], str] | None) -> None:
         """Loop-nest roles (`OpFacts.roles`) of the tensors the task reads and writes."""
@@ -457,50 +514,125 @@ class _Extractor:
         reads = set(task.reads)
         task_roles = task.roles
         for operand, role in zip(item.operands, operand_roles, strict=False):
-            for part in self.parts[operand]:
-                if part.tensor in reads:
-                    task_roles[part.tensor] = role
+            for t in self.parts[operand][0]:
+                if t in reads:
+                    task_roles[t] = role
         for tid in task.writes:
             task_roles[tid] = result_role
 
     def add_tiled(self, item: ProgramOp, tiling) -> None:
         op = item.op
         axis = tiling.axis.data
-        facts = self.facts_of(op)
+        facts = self.facts.get(op) or self.facts_of(op)
         plan = self.tile_plan(op, axis, tiling.tiles.data)
-        full = plan.full
-        result_parts: dict[Hashable, list[_Part]] = {r: [] for r in item.results}
-        tile_tasks = []
-        barrier = {self.tensors[p.tensor].producer for v in item.operands for p in self.parts[v]} \
-            if plan.barrier else set()
+        tensors = self.tensors
+        values = [self.parts[operand] for operand in item.operands]
+        barrier = {tensors[t].producer for v in values for t in v[0]} if plan.barrier else set()
         barrier_preds = [p for p in barrier if p is not None]
-        # per result: its kind, persistence, name and bytes (the same for every tile)
+        # per result: its kind, persistence and pieces (the same for every tile)
         results = []
-        for index, r in enumerate(item.results):
-            kind, persistent = self.kind_of(op, r, item.phase)
-            hint_name = facts.result_names[index]
-            base = f"{hint_name}{item.suffix}" if hint_name else facts.node
-            results.append((r, kind, persistent, base, facts.result_bytes[index], result_parts[r]))
-        operand_parts = [self.parts[operand] for operand in item.operands]
-        overlapping, new_tensor = self.overlapping, self.new_tensor
+        for r in item.results:
+            kind, persistent = self.kind_of(facts, r, item.phase)
+            results.append((r, kind, persistent, []))
+        if len({id(v) for v in values}) < len(values):
+            tile_tasks = self.add_tiles_reading_twice(item, facts, plan, values, results, barrier_preds)
+        else:
+            tile_tasks = self.add_tiles(item, facts, plan, values, results, barrier_preds)
+        for r, _, _, pieces in results:
+            self.parts[r] = (tuple(pieces), plan.layout)
+        self.stacks.setdefault(tiling.stack.data, []).append(tile_tasks)
+
+    def tile_template(self, item: ProgramOp, facts: OpFacts, plan: TilePlan, values: list[_Stored]) -> list:
+        """Per tile of `item` (its operands stored as `values`, distinct): the (operand, piece)
+        pairs it reads in order, their roles (operands with a loop-nest role, which come
+        first), its signature, and per result the name and bytes of its piece."""
+        key = (item.op, plan.layout, tuple(v[1] for v in values), item.suffix)
+        template = self.templates.get(key)
+        if template is not None:
+            return template
+        operand_roles = facts.roles[0] if facts.roles is not None else ()
+        bases = [(f"{hint}{item.suffix}" if hint else facts.node, nbytes)
+                 for hint, nbytes in zip(facts.result_names, facts.result_bytes, strict=True)]
+        full = plan.full
+        template = []
+        for (lo, hi), needed_rows, tile_sig in zip(plan.bounds, plan.needed, plan.sigs, strict=True):
+            picks: list[tuple[int, int]] = []
+            roles: list[str] = []
+            for k, ((stored, layout), needed) in enumerate(zip(values, needed_rows, strict=True)):
+                found = range(len(stored)) if needed is None or layout is None else layout.overlapping(needed)
+                picks += [(k, i) for i in found]
+                if k < len(operand_roles):
+                    roles += [operand_roles[k]] * len(found)
+            outs = tuple((f"{base}[{lo}:{hi}]", -(-nbytes * (hi - lo) // full)) for base, nbytes in bases)
+            template.append((tuple(picks), tuple(roles), tile_sig, outs))
+        self.templates[key] = template
+        return template
+
+    def add_tiles(self, item: ProgramOp, facts: OpFacts, plan: TilePlan, values: list[_Stored],
+                  results: list, barrier_preds: list[int]) -> list[int]:
+        """The tile tasks of an op whose operands are distinct values (no tensor is read twice)."""
+        template = self.tile_template(item, facts, plan, values)
+        stored = [v[0] for v in values]
+        tasks, tensors = self.tasks, self.tensors
+        name, node, phase, position = facts.name, facts.node, item.phase, self.position
+        result_role = facts.roles[1] if facts.roles is not None else None
+        tile_tasks = []
+        for picks, roles, tile_sig, outs in template:
+            index = len(tasks)
+            reads = tuple([stored[k][i] for k, i in picks])
+            preds: set[int] = set()
+            for t in reads:
+                tensor = tensors[t]
+                tensor.consumers.append(index)
+                if tensor.producer is not None:
+                    preds.add(tensor.producer)
+            if barrier_preds:
+                preds.update(barrier_preds)
+            writes = []
+            for (piece_name, nbytes), (_, kind, persistent, pieces) in zip(outs, results):
+                tid = len(tensors)
+                tensors.append(TensorInfo(tid, piece_name, nbytes, kind, persistent, index, [], tid))
+                pieces.append(tid)
+                writes.append(tid)
+            if result_role is not None:
+                task_roles = dict(zip(reads, roles))
+                for tid in writes:
+                    task_roles[tid] = result_role
+            else:
+                task_roles = {}
+            tasks.append(Task(index, name, node, phase, tile_sig, reads, tuple(writes), preds, (), position,
+                              task_roles))
+            tile_tasks.append(index)
+        return tile_tasks
+
+    def add_tiles_reading_twice(self, item: ProgramOp, facts: OpFacts, plan: TilePlan, values: list[_Stored],
+                                results: list, barrier_preds: list[int]) -> list[int]:
+        """The tile tasks of an op reading a value twice (as two operands, or as a value and
+        its view)."""
+        full = plan.full
+        tile_tasks = []
         for (lo, hi), needed_rows, tile_sig in zip(plan.bounds, plan.needed, plan.sigs, strict=True):
             reads: list[int] = []
-            for parts, needed in zip(operand_parts, needed_rows, strict=True):
-                reads += overlapping(parts, needed)
-            task = self.new_task(item, tile_sig, reads, facts.node)
+            for (stored, layout), needed in zip(values, needed_rows, strict=True):
+                if needed is None or layout is None:
+                    reads += stored
+                else:
+                    reads += [stored[i] for i in layout.overlapping(needed)]
+            task = self.new_task(item, facts, tile_sig, tuple(reads))
             if barrier_preds:
                 task.preds.update(barrier_preds)
             writes = []
-            for r, kind, persistent, base, result_bytes, pieces in results:
-                nbytes = -(-result_bytes * (hi - lo) // full)
-                tid = new_tensor(f"{base}[{lo}:{hi}]", nbytes, kind, persistent, task.index)
-                pieces.append(_Part(tid, (lo, hi), axis))
+            for index, (_, kind, persistent, pieces) in enumerate(results):
+                hint_name = facts.result_names[index]
+                base = f"{hint_name}{item.suffix}" if hint_name else facts.node
+                nbytes = -(-facts.result_bytes[index] * (hi - lo) // full)
+                tid = self.new_tensor(f"{base}[{lo}:{hi}]", nbytes, kind, persistent, task.index)
+                pieces.append(tid)
                 writes.append(tid)
             task.writes = tuple(writes)
             self.assign_roles(item, task, facts.roles)
             tile_tasks.append(task.index)
-        self.parts.update(result_parts)
-        self.stacks.setdefault(tiling.stack.data, []).append(tile_tasks)
+        return tile_tasks
 
 
 # loop-nest roles of (operands, result) per op: the same nest with the output in another role
@@ -518,24 +650,6 @@ def _roles_of(op: Operation) -> tuple[tuple[str, ...], str] | None:
 def _copy_tensors(tensors: list[TensorInfo]) -> list[TensorInfo]:
     return [TensorInfo(t.id, t.name, t.bytes, t.kind, t.persistent, t.producer, list(t.consumers), t.root)
             for t in tensors]
-
-
-def _row_index(parts: list[_Part]) -> tuple[int | None, list[int], list[int]]:
-    """(axis, starts, ends) of row pieces that are sorted and disjoint along one axis; axis None
-    when they are not (a whole value among them, or pieces along different axes)."""
-    if any(p.rows is None or p.axis != parts[0].axis for p in parts):
-        return None, [], []
-    starts = [p.rows[0] for p in parts]
-    ends = [p.rows[1] for p in parts]
-    ordered = all(ends[i] <= starts[i + 1] for i in range(len(parts) - 1)) and all(s < e for s, e in zip(starts, ends))
-    return (parts[0].axis if ordered else None), starts, ends
-
-
-def _overlaps(part: _Part, needed) -> bool:
-    if needed is None or part.rows is None:
-        return True
-    axis, (lo, hi) = needed
-    return part.axis != axis or (part.rows[0] < hi and lo < part.rows[1])
 
 
 def _pace_stacks(tasks: list[Task], stacks: dict[int, list[list[int]]]) -> None:
