@@ -281,13 +281,15 @@ def plan_rewrite(fn: func.FuncOp, problem: plans.CheckpointProblem, dropped: fro
     if not dropped:
         return rewrite
     segment = problem.segments(dropped)
-    made: set[CloneKey] = set()
-    for op in problem.backward_ops:
-        for i, value in enumerate(op.operands):
-            if not problem.kept(value, dropped):
-                region = segment[storage_of(value)]
-                plan_copy(value, region, problem, dropped, made, rewrite.clones_before.setdefault(op, []))
-                rewrite.rewired.setdefault(op, {})[i] = (region, value)
+    made: set[tuple[int, int]] = set()  # (segment, id of the value) of the copies planned (a value's id hashes faster)
+    saved = problem.saved_views
+    for op, reads in problem.backward_reads:  # (the other operands are always kept)
+        for i, value, root in reads:
+            if root not in dropped and root in saved:
+                continue  # kept
+            region = segment[root]  # (the root of a forward value is its storage)
+            plan_copy(value, region, problem, dropped, made, rewrite.clones_before.setdefault(op, []))
+            rewrite.rewired.setdefault(op, {})[i] = (region, value)
     rewrite.clones_before = {op: clones for op, clones in rewrite.clones_before.items() if clones}
     return rewrite
 
@@ -297,30 +299,33 @@ def plan_copy(
     region: int,
     problem: plans.CheckpointProblem,
     dropped: frozenset[SSAValue],
-    made: set[CloneKey],
+    made: set[tuple[int, int]],
     out: list[PlannedClone],
 ) -> None:
     """Append to `out` the clones the copy of `value` in `region` still lacks.
 
     Iterative post-order walk: operands are cloned before their users, and cones can be as
     deep as the whole forward pass (recompute-all), deeper than Python's recursion limit."""
+    saved = problem.saved_views
     stack = [value]
     while stack:
         current = stack[-1]
-        if (region, current) in made:
+        if (region, id(current)) in made:
             stack.pop()
             continue
         op = current.owner
         assert isinstance(op, Operation)
-        missing = [o for o in op.operands if not problem.kept(o, dropped) and (region, o) not in made]
+        # an operand is kept when its root is None, or a saved storage that is not dropped
+        roots = problem.operand_roots(op)
+        missing = [o for o, r in roots if r is not None and (r in dropped or r not in saved) and (region, id(o)) not in made]
         if missing:
             stack.extend(missing)
             continue
         stack.pop()
         # kept operands are read where they are, even if a clone of their op exists
-        operands = tuple(o if problem.kept(o, dropped) else (region, o) for o in op.operands)
+        operands = tuple(o if r is None or (r not in dropped and r in saved) else (region, o) for o, r in roots)
         out.append(PlannedClone(op, region, operands))
-        made.update((region, r) for r in op.results)
+        made.update((region, id(r)) for r in op.results)
 
 
 def recompute(fn: func.FuncOp, problem: plans.CheckpointProblem, dropped: frozenset[SSAValue]) -> int:

@@ -126,6 +126,36 @@ class CheckpointProblem:
         return [op for op in self.fn.body.block.ops if graph.op_phase(op) == "backward"]
 
     @cached_property
+    def backward_reads(self) -> list[tuple[Operation, tuple[tuple[int, SSAValue, SSAValue], ...]]]:
+        """The backward ops (in program order) that read forward values a plan may drop, each
+        with those reads: (operand index, value, the storage it needs recomputed if dropped).
+        The other operands are always kept."""
+        root = self.root
+        reads = []
+        for op in self.backward_ops:
+            dropable = tuple((i, v, root[v]) for i, v in enumerate(op.operands) if root.get(v) is not None)
+            if dropable:
+                reads.append((op, dropable))
+        return reads
+
+    def operand_roots(self, op: Operation) -> tuple[tuple[SSAValue, SSAValue | None], ...]:
+        """Each operand of a forward op with its `root` (None: always kept), read once."""
+        known = self._operand_roots.get(op)
+        if known is None:
+            root = self.root
+            known = self._operand_roots[op] = tuple((o, root.get(o)) for o in op.operands)
+        return known
+
+    @cached_property
+    def _operand_roots(self) -> dict[Operation, tuple[tuple[SSAValue, SSAValue | None], ...]]:
+        return {}
+
+    @cached_property
+    def _named(self) -> dict[str, frozenset[SSAValue] | str]:
+        """`plan_named`'s answer per node name: its storages, or the `PlanError` message."""
+        return {}
+
+    @cached_property
     def forward_by_node(self) -> dict[str, list[Operation]]:
         """Forward ops by their `node`, in forward order."""
         by_node: dict[str, list[Operation]] = {}
@@ -308,26 +338,41 @@ class _GreedyDrop:
 
 def plan_named(problem: CheckpointProblem, names: Iterable[str]) -> frozenset[SSAValue]:
     dropped: set[SSAValue] = set()
-    saved, by_node = problem.saved_values, problem.forward_by_node
+    known = problem._named
     for name in names:
-        ops = by_node.get(name, [])
-        if not ops:
-            raise PlanError(f"no forward op has node '{name}'")
-        storages = {storage_of(r) for op in ops for r in op.results if r in saved}
-        if not storages:
-            raise PlanError(f"no result of node '{name}' is saved for the backward pass: there is nothing to recompute")
-        for s in sorted(storages, key=problem.order_key):
-            if not is_recomputable(s.op):
-                raise PlanError(
-                    f"node '{name}' ({s.op.name}) has random results: they are always stored, not recomputed"
-                )
-            if s.op is problem.loss_op:
-                raise PlanError(
-                    f"node '{name}' computes the loss: the backward pass starts by reading its results, "
-                    "so they are stored (a recomputed copy would save no memory)"
-                )
+        storages = known.get(name)
+        if storages is None:
+            try:
+                storages = _named_storages(problem, name)
+            except PlanError as e:
+                storages = str(e)
+            known[name] = storages
+        if isinstance(storages, str):
+            raise PlanError(storages)
         dropped |= storages
     return frozenset(dropped)
+
+
+def _named_storages(problem: CheckpointProblem, name: str) -> frozenset[SSAValue]:
+    """The storages `plan_named` drops for one node name (a `PlanError` if it cannot)."""
+    saved, by_node = problem.saved_values, problem.forward_by_node
+    ops = by_node.get(name, [])
+    if not ops:
+        raise PlanError(f"no forward op has node '{name}'")
+    storages = {storage_of(r) for op in ops for r in op.results if r in saved}
+    if not storages:
+        raise PlanError(f"no result of node '{name}' is saved for the backward pass: there is nothing to recompute")
+    for s in sorted(storages, key=problem.order_key):
+        if not is_recomputable(s.op):
+            raise PlanError(
+                f"node '{name}' ({s.op.name}) has random results: they are always stored, not recomputed"
+            )
+        if s.op is problem.loss_op:
+            raise PlanError(
+                f"node '{name}' computes the loss: the backward pass starts by reading its results, "
+                "so they are stored (a recomputed copy would save no memory)"
+            )
+    return frozenset(storages)
 
 
 def describe(problem: CheckpointProblem, dropped: frozenset[SSAValue]) -> list[str]:

@@ -410,6 +410,7 @@ class Evaluator:
         self._plan_ops: list | None = None  # the base step's compute ops, as fuse-layers plans them
         self._plan_memo: dict = {}  # fuse-layers' per-stack plans (`FuseLayersPass.plan`'s memo)
         self._base_program: list | None = None  # the base step as `ProgramOp`s
+        self._base_positions: dict = {}  # op -> its position in the base program
         from monet_ir.analysis.ir_signatures import signature_of
 
         # the signatures of the base step's ops, reused for their copies in every candidate
@@ -474,6 +475,7 @@ class Evaluator:
         fn = ir_graph.step_function(self.module)
         if self._base_program is None:
             self._base_program = list(ir_program(fn))
+            self._base_positions = {item.op: i for i, item in enumerate(self._base_program)}
         try:
             dropped = plan_named(self.checkpoint_problem, recompute)
         except PlanError as e:
@@ -481,8 +483,16 @@ class Evaluator:
         rewrite = plan_rewrite(fn, self.checkpoint_problem, dropped)
         if not rewrite.rewired and not tiling:
             return self._base_program
+        # the base program, but at the ops the plans change (copies before them, other operands
+        # or a tiling): runs of unchanged ops are copied as slices
+        base_program, where = self._base_program, self._base_positions
+        changed = sorted({where[op] for op in (*rewrite.clones_before, *rewrite.rewired, *tiling)})
         program = []
-        for base in self._base_program:
+        last = 0
+        for position in changed:
+            program += base_program[last:position]
+            last = position + 1
+            base = base_program[position]
             op = base.op
             for copy in rewrite.clones_before.get(op, ()):
                 results = tuple((copy.region, r) for r in copy.op.results)
@@ -496,6 +506,7 @@ class Evaluator:
             if rewired is not None:
                 operands = tuple(rewired.get(i, v) for i, v in enumerate(operands))
             program.append(ProgramOp(op, base.phase, operands, base.results, "", op_tiling))
+        program += base_program[last:]
         return program
 
     def quantized_graph(self, candidate: Candidate):
