@@ -106,7 +106,7 @@ class ProgramOp(NamedTuple):
 def ir_program(fn: func.FuncOp) -> Iterator[ProgramOp]:
     """The ops of the step function as they are."""
     for op in graph.compute_ops(fn):
-        yield ProgramOp(op, graph.op_phase(op), op.operands, op.results, "", op.attributes.get("monet.tiling"))
+        yield ProgramOp(op, graph.op_phase(op), tuple(op.operands), op.results, "", op.attributes.get("monet.tiling"))
 
 
 def extract(fn: func.FuncOp, bits: int | None = None,
@@ -149,6 +149,8 @@ class OpFacts(NamedTuple):
     roles: tuple[tuple[str, ...], str] | None  # loop-nest roles of operands and result
     name: str = ""  # the op's name
     in_place: tuple[SSAValue, ...] | None = None  # the values an optimizer or accumulation op updates
+    paged: tuple[int, ...] = ()  # the results a plan pages (`monet.page`)
+    plain: bool = False  # not a view, no loop-nest roles, no in-place update
 
 
 class _Layout:
@@ -212,6 +214,11 @@ class ExtractCache:
     """Per (op, tiling, layouts of its operands, suffix): per tile, the operand pieces it reads,
     their roles, its signature and its results' names and bytes (`_Extractor.add_tiled`)."""
     arguments: tuple[Any, list] | None = None  # (function, per argument its key, name, bytes, kind, persistence)
+    compiled: dict[int, tuple] = field(default_factory=dict)  # id(item) -> `_Extractor.compiled(item)`
+    compiled_limit: int = 20_000
+    reuse: bool = True
+    """False: no prefix, tile template or compiled item is used, every op goes through the
+    general path (the tests compare both ways)."""
 
     def layout(self, axis: int, bounds: Iterable[tuple[int, int]]) -> _Layout:
         bounds = tuple(bounds)
@@ -284,11 +291,16 @@ class _Extractor:
             paged: Iterable[Hashable] | None = None,
             stored: tuple[Iterable[str], int | None] | None = None) -> TaskGraph:
         self.split_hints = self.find_split_hints(program)
+        reuse = self.cache.reuse
+        if not reuse:
+            prefix_key = None
         start = self.restore(program, prefix_key) if prefix_key is not None else 0
         if start == 0:
             for arg, name, nbytes, role, persistent in self.arguments():
                 self.parts[arg] = ((self.new_tensor(name, nbytes, role, persistent, None),), None)
         saving = prefix_key is not None and start == 0 and self.wants_prefix(prefix_key)
+        tasks, tensors, parts, hints = self.tasks, self.tensors, self.parts, self.split_hints
+        compiled = self.cache.compiled
         for position in range(start, len(program)):
             item = program[position]
             if saving and item.phase != "forward":
@@ -299,6 +311,34 @@ class _Extractor:
             # a fused reshape stays a view: its tiles are its operand's tiles
             if tiling is not None and item.op.results and not isinstance(item.op, nn.ReshapeOp):
                 self.add_tiled(item, tiling)
+                continue
+            if not reuse:
+                self.add_op(item)
+                continue
+            known = compiled.get(id(item))
+            if known is None or known[0] is not item:
+                known = self.compiled(item)
+            facts = known[1]
+            if facts.plain and not (hints and any(r in hints for r in item.results)):
+                # `add_op` for an op that is not a view, has no loop-nest roles and updates
+                # nothing in place, its results stored whole
+                operands = item.operands
+                reads = parts[operands[0]][0] if len(operands) == 1 else tuple([t for v in operands for t in parts[v][0]])
+                index = len(tasks)
+                preds: set[int] = set()
+                for t in (dict.fromkeys(reads) if len(reads) > 1 else reads):
+                    tensor = tensors[t]
+                    tensor.consumers.append(index)
+                    if tensor.producer is not None:
+                        preds.add(tensor.producer)
+                writes = []
+                for r, (name, nbytes, kind, persistent) in zip(item.results, known[2]):
+                    tid = len(tensors)
+                    tensors.append(TensorInfo(tid, name, nbytes, kind, persistent, index, [], tid))
+                    parts[r] = ((tid,), None)
+                    writes.append(tid)
+                tasks.append(Task(index, facts.name, facts.node, item.phase, facts.sig, reads, tuple(writes), preds, (),
+                                  position, {}))
             else:
                 self.add_op(item)
         self.add_paging(program, paged)
@@ -326,12 +366,12 @@ class _Extractor:
     def add_paging(self, program: list[ProgramOp], paged: Iterable[Hashable] | None) -> None:
         """Page tasks for the paged values: `paged` (value keys), else the results of forward
         ops marked `monet.page` by `activation-checkpoint{policy="plan=..."}`."""
-        from monet_ir.analysis.paging_plan import paged_results
         from monet_ir.schedule.paging import add_page_tasks
 
         if paged is None:
+            facts = self.facts
             paged = [item.results[i] for item in program if item.phase == "forward"
-                     for i in paged_results(item.op)]
+                     for i in (facts.get(item.op) or self.facts_of(item.op)).paged]
         nothing: _Stored = ((), None)
         tensors = [t for key in paged for t in self.parts.get(key, nothing)[0]]
         if tensors:
@@ -388,6 +428,8 @@ class _Extractor:
         return signature_of(op, self.bits)
 
     def facts_of(self, op: Operation) -> OpFacts:
+        from monet_ir.analysis.paging_plan import paged_results
+
         facts = self.facts.get(op)
         if facts is None:
             if isinstance(op, train.OptimizerOp):
@@ -400,7 +442,8 @@ class _Extractor:
                                              tuple(self.value_size(r) for r in op.results),
                                              tuple(r.name_hint for r in op.results),
                                              isinstance(op, nn.ReshapeOp), isinstance(op, nn.ConstantOp),
-                                             _roles_of(op), op.name, in_place)
+                                             _roles_of(op), op.name, in_place, paged_results(op),
+                                             not isinstance(op, nn.ReshapeOp) and _roles_of(op) is None and in_place is None)
         return facts
 
     def tile_plan(self, op: Operation, axis: int, tiles: int) -> TilePlan:
@@ -461,9 +504,29 @@ class _Extractor:
         self.tasks.append(task)
         return task
 
-    def add_op(self, item: ProgramOp) -> None:
+    def compiled(self, item: ProgramOp) -> tuple[ProgramOp, OpFacts, tuple[tuple[str, int, str, bool], ...]]:
+        """(item, its op's facts, per result the name, bytes, kind and persistence of its
+        tensor when it is stored whole), kept per item: the base step's items are in every
+        program of a search."""
+        known = self.cache.compiled.get(id(item))
+        if known is not None and known[0] is item:
+            return known
         op = item.op
         facts = self.facts.get(op) or self.facts_of(op)
+        outs = []
+        for index, r in enumerate(item.results):
+            kind, persistent = self.kind_of(facts, r, item.phase)
+            hint_name = facts.result_names[index]
+            name = f"{hint_name}{item.suffix}" if hint_name else facts.node or op.name
+            outs.append((name, facts.result_bytes[index], kind, persistent))
+        compiled = self.cache.compiled
+        if len(compiled) > self.cache.compiled_limit:
+            compiled.clear()  # (the items of past programs)
+        known = compiled[id(item)] = (item, facts, tuple(outs))
+        return known
+
+    def add_op(self, item: ProgramOp) -> None:
+        facts = self.facts.get(item.op) or self.facts_of(item.op)
         parts = self.parts
         operands = item.operands
         if len(operands) == 1:
@@ -476,6 +539,18 @@ class _Extractor:
             for r in item.results:
                 parts[r] = parts[operands[0]]
             return
+        self.add_results(item, facts, task)
+        if facts.roles is not None:
+            self.assign_roles(item, task, facts.roles)
+        # optimizer and accumulation ops are never copied: their operands are the IR's values
+        if facts.in_place is not None:
+            task.in_place = tuple(parts[v][0][0] for v in facts.in_place)
+
+    def add_results(self, item: ProgramOp, facts: OpFacts, task: Task) -> None:
+        """The results of an op that is not tiled: whole, or as row pieces when tiles read them
+        (a split hint)."""
+        op = item.op
+        parts = self.parts
         writes = []
         phase = item.phase
         hints = self.split_hints
@@ -500,11 +575,6 @@ class _Extractor:
             parts[r] = ((tid,), None)
             writes.append(tid)
         task.writes = tuple(writes)
-        if facts.roles is not None:
-            self.assign_roles(item, task, facts.roles)
-        # optimizer and accumulation ops are never copied: their operands are the IR's values
-        if facts.in_place is not None:
-            task.in_place = tuple(parts[v][0][0] for v in facts.in_place)
 
     def assign_roles(self, item: ProgramOp, task: Task, roles: tuple[tuple[str, ...], str] | None) -> None:
         """Loop-nest roles (`OpFacts.roles`) of the tensors the task reads and writes."""
@@ -534,7 +604,7 @@ class _Extractor:
         for r in item.results:
             kind, persistent = self.kind_of(facts, r, item.phase)
             results.append((r, kind, persistent, []))
-        if len({id(v) for v in values}) < len(values):
+        if not self.cache.reuse or len({id(v) for v in values}) < len(values):
             tile_tasks = self.add_tiles_reading_twice(item, facts, plan, values, results, barrier_preds)
         else:
             tile_tasks = self.add_tiles(item, facts, plan, values, results, barrier_preds)
@@ -739,15 +809,15 @@ def _recompute_when_needed(tasks: list[Task]) -> None:
 
 
 def _optimizer_after_backward(tasks: list[Task]) -> None:
-    backward = [t.index for t in tasks if t.phase in ("backward", "recompute")]
+    late = [t.phase in ("backward", "recompute") for t in tasks]
+    backward = [i for i, is_late in enumerate(late) if is_late]
     if not backward:
         return
     # a chain through the last backward task would not order the others; depend on all of
     # them through the sinks of the backward sub-graph instead
     has_backward_succ = set()
-    for t in tasks:
-        if t.phase in ("backward", "recompute"):
-            has_backward_succ.update(p for p in t.preds if tasks[p].phase in ("backward", "recompute"))
+    for i in backward:
+        has_backward_succ.update([p for p in tasks[i].preds if late[p]])
     sinks = [i for i in backward if i not in has_backward_succ]
     for t in tasks:
         if t.phase == "optimizer":
