@@ -68,9 +68,21 @@ def run_items(work: Work, state: Any, items: Sequence[Any]) -> list[Any]:
 
 
 def chunks(items: Sequence[Any], workers: int, per_worker: int = 4) -> list[list[Any]]:
-    """`items` cut in order into about `workers * per_worker` chunks."""
-    size = max(1, math.ceil(len(items) / max(1, workers * per_worker)))
-    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+    """`items` cut in order into chunks of decreasing size (guided self-scheduling): each chunk
+    holds the items left divided by `workers * per_worker / 2`, rounded up, so the first chunks
+    are large (few round trips) and the last ones hold one item each. Workers take chunks in
+    order as they become free, so when the last item starts every other worker is busy with
+    at most one item: the time a worker waits at the end of a batch (a search's generation)
+    for the others is at most about one item's, not one chunk's (with equal chunks of k items,
+    up to k items' worth)."""
+    divisor = max(1, workers * per_worker // 2)
+    parts = []
+    start = 0
+    while start < len(items):
+        size = max(1, math.ceil((len(items) - start) / divisor))
+        parts.append(list(items[start:start + size]))
+        start += size
+    return parts
 
 
 def local_cores() -> int:
