@@ -17,7 +17,10 @@ absent), after the cost model has priced every op once (`Evaluator` warm-up):
   layer by layer as the target is stated) on `--jobs` worker processes: wall time, evaluations
   and ms per evaluation, and the time a 64 x 50 search of the same mix would take. With
   `--search 64 50` the search itself is the measurement (issue 15's target with every gene, `--genes all`:
-  at most 2 min on 2 jobs). The wall time and the load average before and after are printed.
+  at most 2 min on 2 jobs). The wall time and the load average before and after are printed,
+  and the CPU time: of the worker processes (evaluating), of the search process besides (the
+  GA, dispatch), and how busy the jobs were (CPU / (jobs x wall): below 100% the jobs waited
+  for a core taken by other processes, for each other at a generation's end, or for the GA).
 
 Everything runs with the garbage-collection settings of a search (`tuned_collection`).
 """
@@ -140,14 +143,26 @@ def _bench_model(name: str, path: Path, args: argparse.Namespace) -> None:
     pop, gens = args.search
     if pop and gens:
         checkpointing, allocation, fusion = parse_search(args.genes)
+        import resource
+
         before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = time.process_time()
         result = ga.run_search(ev, population=pop, generations=gens, seed=0, jobs=args.jobs,
                                checkpointing=checkpointing, allocation=allocation, fusion=fusion)
+        cpu = time.process_time() - cpu
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the worker processes, joined at the search's end
+        workers = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
         print(f"  load average before the search {before}, after {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
               f"({os.cpu_count()} CPUs)")
         per = result.seconds / max(1, result.evaluations)
         print(f"  search {pop} x {gens} ({args.genes}, {args.jobs} job(s)): {result.evaluations} evaluations in "
               f"{result.seconds:.1f} s wall, {per * 1e3:.1f} ms wall per evaluation, {len(result.front)} Pareto points")
+        evaluating = workers + (cpu if args.jobs == 1 else 0.0)
+        print(f"  CPU: {evaluating:.1f} s evaluating ({evaluating / max(1, result.evaluations) * 1e3:.1f} ms per "
+              f"evaluation{', in the worker processes' if args.jobs > 1 else ''}), {cpu if args.jobs > 1 else 0.0:.1f} s in "
+              f"the search process besides; the {args.jobs} job(s) busy {evaluating / (args.jobs * result.seconds):.0%} "
+              f"of the wall time (the rest: waiting for a core, for the other job, or for the GA)")
         if (pop, gens) == (64, 50):
             verdict = "met" if result.seconds <= TARGET_SEARCH_MIN * 60 else "NOT met"
             print(f"  the 64 x 50 search took {result.seconds / 60:.2f} min (target {TARGET_SEARCH_MIN:.0f} min: {verdict})")
