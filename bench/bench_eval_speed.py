@@ -46,8 +46,10 @@ import json, random, statistics, sys, time
 from monet_ir.explore.evaluate import Evaluator, StepConfig, tuned_collection
 
 model, target, samples, warmup, bench = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+path = list(sys.path)
 sys.path.insert(0, bench)  # this checkout's bench/: the candidate generator is the same for both checkouts
 from bench_explore import random_candidate
+sys.path[:] = path  # (bench_explore puts its checkout first: the passes, targets, ... imported later come from ours)
 
 def candidate(ev, rng, fusion):
     return random_candidate(ev, rng, fusion=fusion, fuse=0.5)
