@@ -411,6 +411,7 @@ class Evaluator:
         self._plan_memo: dict = {}  # fuse-layers' per-stack plans (`FuseLayersPass.plan`'s memo)
         self._base_program: list | None = None  # the base step as `ProgramOp`s
         self._base_positions: dict = {}  # op -> its position in the base program
+        self._copy_results: dict = {}  # (id(op), segment) -> (op, the result keys of its recompute copy)
         from monet_ir.analysis.ir_signatures import signature_of
 
         # the signatures of the base step's ops, reused for their copies in every candidate
@@ -485,7 +486,7 @@ class Evaluator:
             return self._base_program
         # the base program, but at the ops the plans change (copies before them, other operands
         # or a tiling): runs of unchanged ops are copied as slices
-        base_program, where = self._base_program, self._base_positions
+        base_program, where, copy_results = self._base_program, self._base_positions, self._copy_results
         changed = sorted({where[op] for op in (*rewrite.clones_before, *rewrite.rewired, *tiling)})
         program = []
         last = 0
@@ -495,8 +496,13 @@ class Evaluator:
             base = base_program[position]
             op = base.op
             for copy in rewrite.clones_before.get(op, ()):
-                results = tuple((copy.region, r) for r in copy.op.results)
-                program.append(ProgramOp(copy.op, "recompute", copy.operands, results, RECOMPUTE_SUFFIX))
+                # the same results object for the same copy each time (the extractor keeps
+                # what it reads from a program item by its results)
+                known = copy_results.get((id(copy.op), copy.region))
+                if known is None or known[0] is not copy.op:
+                    known = copy_results[(id(copy.op), copy.region)] = (
+                        copy.op, tuple((copy.region, r) for r in copy.op.results))
+                program.append(ProgramOp(copy.op, "recompute", copy.operands, known[1], RECOMPUTE_SUFFIX))
             rewired = rewrite.rewired.get(op)
             op_tiling = tiling.get(op)
             if rewired is None and op_tiling is None:

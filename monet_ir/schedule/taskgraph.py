@@ -150,7 +150,6 @@ class OpFacts(NamedTuple):
     name: str = ""  # the op's name
     in_place: tuple[SSAValue, ...] | None = None  # the values an optimizer or accumulation op updates
     paged: tuple[int, ...] = ()  # the results a plan pages (`monet.page`)
-    plain: bool = False  # not a view, no loop-nest roles, no in-place update
 
 
 class _Layout:
@@ -193,6 +192,7 @@ class TilePlan(NamedTuple):
     whole: list[Any]
     barrier: bool
     layout: _Layout | None = None
+    split: tuple[tuple[int, int], ...] = ()  # (operand, axis) of the operands the whole result reads in rows
 
 
 @dataclass
@@ -214,8 +214,10 @@ class ExtractCache:
     """Per (op, tiling, layouts of its operands, suffix): per tile, the operand pieces it reads,
     their roles, its signature and its results' names and bytes (`_Extractor.add_tiled`)."""
     arguments: tuple[Any, list] | None = None  # (function, per argument its key, name, bytes, kind, persistence)
-    compiled: dict[int, tuple] = field(default_factory=dict)  # id(item) -> `_Extractor.compiled(item)`
+    compiled: dict[int, tuple] = field(default_factory=dict)  # id(item.results) -> `_Extractor.compiled(item)`
     compiled_limit: int = 20_000
+    page_marks: tuple[Any, bool] | None = None  # (function, whether an op of it has `monet.page` marks)
+    tilings: dict[int, tuple] = field(default_factory=dict)  # id(monet.tiling) -> (it, axis, tiles, stack)
     reuse: bool = True
     """False: no prefix, tile template or compiled item is used, every op goes through the
     general path (the tests compare both ways)."""
@@ -315,32 +317,49 @@ class _Extractor:
             if not reuse:
                 self.add_op(item)
                 continue
-            known = compiled.get(id(item))
-            if known is None or known[0] is not item:
+            results = item.results
+            known = compiled.get(id(results))
+            if (known is None or known[0] is not results or known[1] is not item.op or known[2] != item.phase
+                    or known[3] != item.suffix):
                 known = self.compiled(item)
-            facts = known[1]
-            if facts.plain and not (hints and any(r in hints for r in item.results)):
-                # `add_op` for an op that is not a view, has no loop-nest roles and updates
-                # nothing in place, its results stored whole
-                operands = item.operands
-                reads = parts[operands[0]][0] if len(operands) == 1 else tuple([t for v in operands for t in parts[v][0]])
-                index = len(tasks)
-                preds: set[int] = set()
-                for t in (dict.fromkeys(reads) if len(reads) > 1 else reads):
-                    tensor = tensors[t]
-                    tensor.consumers.append(index)
-                    if tensor.producer is not None:
-                        preds.add(tensor.producer)
-                writes = []
-                for r, (name, nbytes, kind, persistent) in zip(item.results, known[2]):
-                    tid = len(tensors)
-                    tensors.append(TensorInfo(tid, name, nbytes, kind, persistent, index, [], tid))
-                    parts[r] = ((tid,), None)
-                    writes.append(tid)
-                tasks.append(Task(index, facts.name, facts.node, item.phase, facts.sig, reads, tuple(writes), preds, (),
-                                  position, {}))
-            else:
-                self.add_op(item)
+            facts = known[4]
+            # `add_op`, inline
+            operands = item.operands
+            reads = parts[operands[0]][0] if len(operands) == 1 else tuple([t for v in operands for t in parts[v][0]])
+            index = len(tasks)
+            preds: set[int] = set()
+            for t in (dict.fromkeys(reads) if len(reads) > 1 else reads):
+                tensor = tensors[t]
+                tensor.consumers.append(index)
+                if tensor.producer is not None:
+                    preds.add(tensor.producer)
+            if facts.view:
+                tasks.append(Task(index, facts.name, facts.node, item.phase, facts.sig, reads, (), preds, (), position,
+                                  {}))
+                stored_as = parts[operands[0]]  # the result is the operand's storage, piece for piece
+                for r in results:
+                    parts[r] = stored_as
+                continue
+            writes = []
+            for r, (name, nbytes, kind, persistent) in zip(results, known[5]):
+                if hints and not facts.const and r in hints:  # stored as row pieces (tiles read it)
+                    writes += self.add_pieces(item, r, name, nbytes, kind, persistent, index)
+                    continue
+                tid = len(tensors)
+                tensors.append(TensorInfo(tid, name, nbytes, kind, persistent, index, [], tid))
+                parts[r] = ((tid,), None)
+                writes.append(tid)
+            roles: dict[int, str] = {}
+            if facts.roles is not None:  # (every tensor of every operand is read)
+                operand_roles, result_role = facts.roles
+                for v, role in zip(operands, operand_roles, strict=False):
+                    for t in parts[v][0]:
+                        roles[t] = role
+                for t in writes:
+                    roles[t] = result_role
+            in_place = () if facts.in_place is None else tuple(parts[v][0][0] for v in facts.in_place)
+            tasks.append(Task(index, facts.name, facts.node, item.phase, facts.sig, reads, tuple(writes), preds,
+                              in_place, position, roles))
         self.add_paging(program, paged)
         storage_plan = self.add_storage(stored)
         _order_in_place_updates(self.tasks, self.tensors)
@@ -371,11 +390,20 @@ class _Extractor:
         if paged is None:
             facts = self.facts
             paged = [item.results[i] for item in program if item.phase == "forward"
-                     for i in (facts.get(item.op) or self.facts_of(item.op)).paged]
+                     for i in (facts.get(item.op) or self.facts_of(item.op)).paged] if self.page_marks() else ()
         nothing: _Stored = ((), None)
         tensors = [t for key in paged for t in self.parts.get(key, nothing)[0]]
         if tensors:
             add_page_tasks(self.tasks, self.tensors, tensors, Task, TensorInfo)
+
+    def page_marks(self) -> bool:
+        """Whether an op of the function has `monet.page` marks (read once per cache)."""
+        from monet_ir.analysis.paging_plan import paged_results
+
+        known = self.cache.page_marks
+        if known is None or known[0] is not self.fn:
+            known = self.cache.page_marks = (self.fn, any(paged_results(op) for op in graph.compute_ops(self.fn)))
+        return known[1]
 
     def wants_prefix(self, key: Hashable) -> bool:
         """Whether to save the prefix of `key`: the second time it is met."""
@@ -442,8 +470,7 @@ class _Extractor:
                                              tuple(self.value_size(r) for r in op.results),
                                              tuple(r.name_hint for r in op.results),
                                              isinstance(op, nn.ReshapeOp), isinstance(op, nn.ConstantOp),
-                                             _roles_of(op), op.name, in_place, paged_results(op),
-                                             not isinstance(op, nn.ReshapeOp) and _roles_of(op) is None and in_place is None)
+                                             _roles_of(op), op.name, in_place, paged_results(op))
         return facts
 
     def tile_plan(self, op: Operation, axis: int, tiles: int) -> TilePlan:
@@ -456,12 +483,13 @@ class _Extractor:
             bounds = tile_bounds(full, tiles)
             count = len(op.operands)
             sig = self.facts_of(op).sig
+            whole = [operand_rows(op, i, axis, 0, full) for i in range(count)]
             plan = self.tile_plans[key] = TilePlan(
                 full, bounds,
                 [[operand_rows(op, i, axis, lo, hi) for i in range(count)] for lo, hi in bounds],
                 [self.sigs.setdefault(s, s) for s in (tile_signature(sig, op, axis, hi - lo, full) for lo, hi in bounds)],
-                [operand_rows(op, i, axis, 0, full) for i in range(count)],
-                waits_for_all_rows(op), self.cache.layout(axis, bounds))
+                whole, waits_for_all_rows(op), self.cache.layout(axis, bounds),
+                tuple((i, needed[0]) for i, needed in enumerate(whole) if needed is not None))
         return plan
 
     def find_split_hints(self, program: list[ProgramOp]) -> dict[Hashable, tuple[int, int]]:
@@ -475,12 +503,21 @@ class _Extractor:
             op = item.op
             if not op.results:
                 continue
-            tiles = tiling.tiles.data
-            plan = self.tile_plan(op, tiling.axis.data, tiles)
-            for operand, needed in zip(item.operands, plan.whole, strict=True):
-                if needed is not None and operand not in hints:
-                    hints[operand] = (needed[0], tiles)
+            _, axis, tiles, _ = self.tiling_of(tiling)
+            plan = self.tile_plan(op, axis, tiles)
+            operands = item.operands
+            for index, operand_axis in plan.split:
+                operand = operands[index]
+                if operand not in hints:
+                    hints[operand] = (operand_axis, tiles)
         return hints
+
+    def tiling_of(self, tiling) -> tuple[Any, int, int, int]:
+        """(tiling, axis, tiles, stack) of a `monet.tiling`, read once per attribute object."""
+        known = self.cache.tilings.get(id(tiling))
+        if known is None or known[0] is not tiling:
+            known = self.cache.tilings[id(tiling)] = (tiling, tiling.axis.data, tiling.tiles.data, tiling.stack.data)
+        return known
 
     def kind_of(self, facts: OpFacts, result: Hashable, phase: str) -> tuple[str, bool]:
         if facts.const:
@@ -504,13 +541,11 @@ class _Extractor:
         self.tasks.append(task)
         return task
 
-    def compiled(self, item: ProgramOp) -> tuple[ProgramOp, OpFacts, tuple[tuple[str, int, str, bool], ...]]:
-        """(item, its op's facts, per result the name, bytes, kind and persistence of its
-        tensor when it is stored whole), kept per item: the base step's items are in every
-        program of a search."""
-        known = self.cache.compiled.get(id(item))
-        if known is not None and known[0] is item:
-            return known
+    def compiled(self, item: ProgramOp) -> tuple:
+        """(results, op, phase, suffix, the op's facts, per result the name, bytes, kind and
+        persistence of its tensor when it is stored whole), kept by the identity of the item's
+        results: the base step's items are in every program of a search, with their results
+        or another item with the same op and results (other operands)."""
         op = item.op
         facts = self.facts.get(op) or self.facts_of(op)
         outs = []
@@ -522,7 +557,7 @@ class _Extractor:
         compiled = self.cache.compiled
         if len(compiled) > self.cache.compiled_limit:
             compiled.clear()  # (the items of past programs)
-        known = compiled[id(item)] = (item, facts, tuple(outs))
+        known = compiled[id(item.results)] = (item.results, op, item.phase, item.suffix, facts, tuple(outs))
         return known
 
     def add_op(self, item: ProgramOp) -> None:
@@ -559,22 +594,27 @@ class _Extractor:
             hint_name = facts.result_names[index]
             name = f"{hint_name}{item.suffix}" if hint_name else task.node or op.name
             nbytes = facts.result_bytes[index]
-            hint = hints.get(r) if hints else None
-            if hint is not None and not facts.const:
-                from monet_ir.schedule.tiling import tile_bounds
-
-                axis, tiles = hint
-                full = shape_of(op.results[index].type)[axis]
-                bounds = tile_bounds(full, tiles)
-                pieces = tuple(self.new_tensor(f"{name}[{lo}:{hi}]", -(-nbytes * (hi - lo) // full), kind, persistent,
-                                               task.index) for lo, hi in bounds)
-                parts[r] = (pieces, self.cache.layout(axis, bounds))
-                writes += pieces
+            if hints and not facts.const and r in hints:
+                writes += self.add_pieces(item, r, name, nbytes, kind, persistent, task.index)
                 continue
             tid = self.new_tensor(name, nbytes, kind, persistent, task.index)
             parts[r] = ((tid,), None)
             writes.append(tid)
         task.writes = tuple(writes)
+
+    def add_pieces(self, item: ProgramOp, result: Hashable, name: str, nbytes: int, kind: str, persistent: bool,
+                   producer: int) -> tuple[int, ...]:
+        """A result computed whole that tiles read (a split hint): stored as row pieces."""
+        from monet_ir.schedule.tiling import tile_bounds
+
+        axis, tiles = self.split_hints[result]
+        op = item.op
+        full = shape_of(op.results[list(item.results).index(result)].type)[axis]
+        bounds = tile_bounds(full, tiles)
+        pieces = tuple(self.new_tensor(f"{name}[{lo}:{hi}]", -(-nbytes * (hi - lo) // full), kind, persistent, producer)
+                       for lo, hi in bounds)
+        self.parts[result] = (pieces, self.cache.layout(axis, bounds))
+        return pieces
 
     def assign_roles(self, item: ProgramOp, task: Task, roles: tuple[tuple[str, ...], str] | None) -> None:
         """Loop-nest roles (`OpFacts.roles`) of the tensors the task reads and writes."""
@@ -592,9 +632,9 @@ class _Extractor:
 
     def add_tiled(self, item: ProgramOp, tiling) -> None:
         op = item.op
-        axis = tiling.axis.data
+        _, axis, tiles, stack = self.tiling_of(tiling)
         facts = self.facts.get(op) or self.facts_of(op)
-        plan = self.tile_plan(op, axis, tiling.tiles.data)
+        plan = self.tile_plan(op, axis, tiles)
         tensors = self.tensors
         values = [self.parts[operand] for operand in item.operands]
         barrier = {tensors[t].producer for v in values for t in v[0]} if plan.barrier else set()
@@ -610,7 +650,7 @@ class _Extractor:
             tile_tasks = self.add_tiles(item, facts, plan, values, results, barrier_preds)
         for r, _, _, pieces in results:
             self.parts[r] = (tuple(pieces), plan.layout)
-        self.stacks.setdefault(tiling.stack.data, []).append(tile_tasks)
+        self.stacks.setdefault(stack, []).append(tile_tasks)
 
     def tile_template(self, item: ProgramOp, facts: OpFacts, plan: TilePlan, values: list[_Stored]) -> list:
         """Per tile of `item` (its operands stored as `values`, distinct): the (operand, piece)
@@ -783,7 +823,7 @@ def _gradient_results(fn: func.FuncOp) -> set[SSAValue]:
 def _order_in_place_updates(tasks: list[Task], tensors: list[TensorInfo]) -> None:
     """Readers of a tensor before an in-place update of it run before the update, readers
     after it (an MX re-quantization of the updated weight) after it."""
-    for task in tasks:
+    for task in [t for t in tasks if t.in_place]:
         for tid in task.in_place:
             for reader in tensors[tid].consumers:
                 if reader != task.index and reader < task.index:
@@ -802,23 +842,23 @@ def _recompute_when_needed(tasks: list[Task]) -> None:
     last_op: int | None = None
     first_task: int | None = None
     for task in tasks:
-        if task.phase == "recompute" and first_task is not None:
-            task.preds.add(first_task)
-        elif task.phase == "backward" and task.op_index != last_op:
+        phase = task.phase
+        if phase == "recompute":
+            if first_task is not None:
+                task.preds.add(first_task)
+        elif phase == "backward" and task.op_index != last_op:
             last_op, first_task = task.op_index, task.index
 
 
 def _optimizer_after_backward(tasks: list[Task]) -> None:
-    late = [t.phase in ("backward", "recompute") for t in tasks]
-    backward = [i for i, is_late in enumerate(late) if is_late]
+    backward = [t for t in tasks if t.phase == "backward" or t.phase == "recompute"]
     if not backward:
         return
     # a chain through the last backward task would not order the others; depend on all of
     # them through the sinks of the backward sub-graph instead
-    has_backward_succ = set()
-    for i in backward:
-        has_backward_succ.update([p for p in tasks[i].preds if late[p]])
-    sinks = [i for i in backward if i not in has_backward_succ]
+    late = {t.index for t in backward}
+    has_backward_succ = set().union(*[t.preds for t in backward]) & late
+    sinks = [t.index for t in backward if t.index not in has_backward_succ]
     for t in tasks:
         if t.phase == "optimizer":
             t.preds.update(sinks)
