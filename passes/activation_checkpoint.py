@@ -81,6 +81,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -250,8 +251,7 @@ CloneKey = tuple[int, SSAValue]
 """The copy of a forward value recomputed in a segment: (segment, original value)."""
 
 
-@dataclass(frozen=True)
-class PlannedClone:
+class PlannedClone(NamedTuple):
     """A recompute copy of forward op `op` in segment `region`; each of its `operands` is the
     original value (kept: read where it is) or the `CloneKey` of a copy made before it."""
 
@@ -281,7 +281,7 @@ def plan_rewrite(fn: func.FuncOp, problem: plans.CheckpointProblem, dropped: fro
     if not dropped:
         return rewrite
     segment = problem.segments(dropped)
-    made: set[tuple[int, int]] = set()  # (segment, id of the value) of the copies planned (a value's id hashes faster)
+    made: set[tuple[int, int]] = set()  # (segment, id of the op) of the clones planned (an id hashes faster)
     saved = problem.saved_views
     for op, reads in problem.backward_reads:  # (the other operands are always kept)
         for i, value, root in reads:
@@ -307,25 +307,24 @@ def plan_copy(
     Iterative post-order walk: operands are cloned before their users, and cones can be as
     deep as the whole forward pass (recompute-all), deeper than Python's recursion limit."""
     saved = problem.saved_views
-    stack = [value]
+    stack = [value.owner]  # the ops to clone (a value is copied with its op)
     while stack:
-        current = stack[-1]
-        if (region, id(current)) in made:
+        op = stack[-1]
+        if (region, id(op)) in made:
             stack.pop()
             continue
-        op = current.owner
-        assert isinstance(op, Operation)
         # an operand is kept when its root is None, or a saved storage that is not dropped
         roots = problem.operand_roots(op)
-        missing = [o for o, r in roots if r is not None and (r in dropped or r not in saved) and (region, id(o)) not in made]
+        missing = [owner for _, r, owner in roots
+                   if r is not None and (r in dropped or r not in saved) and (region, id(owner)) not in made]
         if missing:
             stack.extend(missing)
             continue
         stack.pop()
         # kept operands are read where they are, even if a clone of their op exists
-        operands = tuple(o if r is None or (r not in dropped and r in saved) else (region, o) for o, r in roots)
+        operands = tuple(o if r is None or (r not in dropped and r in saved) else (region, o) for o, r, _ in roots)
         out.append(PlannedClone(op, region, operands))
-        made.update((region, id(r)) for r in op.results)
+        made.add((region, id(op)))
 
 
 def recompute(fn: func.FuncOp, problem: plans.CheckpointProblem, dropped: frozenset[SSAValue]) -> int:

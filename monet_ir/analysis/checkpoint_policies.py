@@ -138,16 +138,19 @@ class CheckpointProblem:
                 reads.append((op, dropable))
         return reads
 
-    def operand_roots(self, op: Operation) -> tuple[tuple[SSAValue, SSAValue | None], ...]:
-        """Each operand of a forward op with its `root` (None: always kept), read once."""
-        known = self._operand_roots.get(op)
-        if known is None:
+    def operand_roots(self, op: Operation) -> tuple[tuple[SSAValue, SSAValue | None, Operation | None], ...]:
+        """Each operand of a forward op with its `root` (None: always kept) and, when it has
+        one, its producing op; read once per op."""
+        known = self._operand_roots.get(id(op))
+        if known is None or known[0] is not op:
             root = self.root
-            known = self._operand_roots[op] = tuple((o, root.get(o)) for o in op.operands)
-        return known
+            known = self._operand_roots[id(op)] = (op, tuple(
+                (o, root.get(o), o.op if root.get(o) is not None else None)  # type: ignore[attr-defined]
+                for o in op.operands))
+        return known[1]
 
     @cached_property
-    def _operand_roots(self) -> dict[Operation, tuple[tuple[SSAValue, SSAValue | None], ...]]:
+    def _operand_roots(self) -> dict[int, tuple[Operation, tuple]]:
         return {}
 
     @cached_property
