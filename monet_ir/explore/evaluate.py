@@ -439,6 +439,11 @@ class Evaluator:
         return module
 
     @cached_property
+    def step_fn(self):
+        """The step function of the base module (which no candidate changes)."""
+        return ir_graph.step_function(self.module)
+
+    @cached_property
     def checkpoint_problem(self):
         from monet_ir.analysis.checkpoint_policies import CheckpointProblem
 
@@ -473,7 +478,7 @@ class Evaluator:
         from passes.activation_checkpoint import RECOMPUTE_SUFFIX, plan_rewrite
 
         tiling = self.tiling_plan(fusion, tiles)
-        fn = ir_graph.step_function(self.module)
+        fn = self.step_fn
         if self._base_program is None:
             self._base_program = list(ir_program(fn))
             self._base_positions = {item.op: i for i, item in enumerate(self._base_program)}
@@ -567,8 +572,7 @@ class Evaluator:
                 paged_set = plan_paged(self.checkpoint_problem, candidate.paged)
                 paged = [r for item in program if item.phase == "forward" for r in item.results if r in paged_set]
                 stored = (candidate.stored, None)
-            g = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
-                        program=program, cache=self._extract_cache, prefix_key=key[1:3],
+            g = extract(self.step_fn, bits=self.bits, signatures=self.base_signatures, program=program, cache=self._extract_cache, prefix_key=key[1:3],
                         paged=paged, stored=stored)
         self._graphs[key] = g
         if len(self._graphs) > self._graph_cache:

@@ -216,6 +216,8 @@ class ExtractCache:
     arguments: tuple[Any, list] | None = None  # (function, per argument its key, name, bytes, kind, persistence)
     compiled: dict[int, tuple] = field(default_factory=dict)  # id(item.results) -> `_Extractor.compiled(item)`
     compiled_limit: int = 20_000
+    gradients: tuple[Any, set] | None = None  # (function, its results that are gradients)
+    pieces: dict[tuple, tuple] = field(default_factory=dict)  # `_Extractor.add_pieces`: per result, its pieces
     page_marks: tuple[Any, bool] | None = None  # (function, whether an op of it has `monet.page` marks)
     tilings: dict[int, tuple] = field(default_factory=dict)  # id(monet.tiling) -> (it, axis, tiles, stack)
     reuse: bool = True
@@ -269,7 +271,10 @@ class _Extractor:
         self.tasks: list[Task] = []
         self.parts: dict[Hashable, _Stored] = {}
         self.stacks: dict[int, list[list[int]]] = {}  # stack -> per op, its tile task indices
-        self.grad_results = _gradient_results(fn)
+        known = cache.gradients
+        if known is None or known[0] is not fn:
+            known = cache.gradients = (fn, _gradient_results(fn))
+        self.grad_results = known[1]
         self.position = -1
 
     def new_tensor(self, name: str, nbytes: int, kind: str, persistent: bool, producer: int | None) -> int:
@@ -605,15 +610,25 @@ class _Extractor:
     def add_pieces(self, item: ProgramOp, result: Hashable, name: str, nbytes: int, kind: str, persistent: bool,
                    producer: int) -> tuple[int, ...]:
         """A result computed whole that tiles read (a split hint): stored as row pieces."""
-        from monet_ir.schedule.tiling import tile_bounds
-
         axis, tiles = self.split_hints[result]
         op = item.op
-        full = shape_of(op.results[list(item.results).index(result)].type)[axis]
-        bounds = tile_bounds(full, tiles)
-        pieces = tuple(self.new_tensor(f"{name}[{lo}:{hi}]", -(-nbytes * (hi - lo) // full), kind, persistent, producer)
-                       for lo, hi in bounds)
-        self.parts[result] = (pieces, self.cache.layout(axis, bounds))
+        key = (id(op), id(item.results), id(result), axis, tiles, name, nbytes)  # (its results hold the result)
+        known = self.cache.pieces.get(key)
+        if known is None or known[0] is not op or known[1] is not item.results:
+            from monet_ir.schedule.tiling import tile_bounds
+
+            full = shape_of(op.results[list(item.results).index(result)].type)[axis]
+            bounds = tile_bounds(full, tiles)
+            known = self.cache.pieces[key] = (op, item.results, self.cache.layout(axis, bounds),
+                                              [(f"{name}[{lo}:{hi}]", -(-nbytes * (hi - lo) // full)) for lo, hi in bounds])
+        tensors = self.tensors
+        pieces = []
+        for piece_name, piece_bytes in known[3]:
+            tid = len(tensors)
+            tensors.append(TensorInfo(tid, piece_name, piece_bytes, kind, persistent, producer, [], tid))
+            pieces.append(tid)
+        pieces = tuple(pieces)
+        self.parts[result] = (pieces, known[2])
         return pieces
 
     def assign_roles(self, item: ProgramOp, task: Task, roles: tuple[tuple[str, ...], str] | None) -> None:
