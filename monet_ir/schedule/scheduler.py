@@ -27,10 +27,12 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from bisect import insort
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate
+from operator import itemgetter
 from typing import Any
 
 from monet_ir.cost.signature import Cost, LoopNestSig
@@ -92,7 +94,7 @@ class MemoryTrace:
         self.events.append((time, 2 if time <= allocated_at else 0, -nbytes))
 
     def peak(self) -> int:
-        return max(0, max(accumulate(delta for _, _, delta in sorted(self.events)), default=0))
+        return max(0, max(accumulate(map(_third, sorted(self.events))), default=0))
 
     def timeline(self) -> list[tuple[float, int]]:
         """(time, bytes in use after the event), one point per event."""
@@ -194,20 +196,19 @@ class ScheduleMemo:
 
 
 class GraphTables:
-    """Tables of a task graph the list scheduler reads and never changes (`own_writes` and
-    `releases` are filled in as tasks are first placed)."""
+    """Tables of a task graph the list scheduler reads and never changes."""
 
     def __init__(self, g: TaskGraph) -> None:
         tensors = g.tensors
-        self.root_of = root_of = [t.root for t in tensors]
+        self.root_of = [t.root for t in tensors]
         self.bytes_of = [t.bytes for t in tensors]
         uses = [0] * len(tensors)  # per storage root (0 for the other tensors)
         views: dict[int, list[int]] = {}  # root -> the tensors other than itself that share its storage
         for t in tensors:
-            if t.root != t.id:
-                views.setdefault(t.root, []).append(t.id)
-        for t in tensors:
-            uses[root_of[t.id]] += len(t.consumers)
+            root = t.root
+            if root != t.id:
+                views.setdefault(root, []).append(t.id)
+            uses[root] += len(t.consumers)
         self.uses = uses  # remaining uses per storage root before any task runs (copied per run)
         self.views = views
         self.tensors = tensors
@@ -217,17 +218,20 @@ class GraphTables:
         # storages whose DRAM copy is freed after their last use: values the step produces
         self.dram_freeable = [not t.persistent and t.producer is not None for t in tensors]
         self.consumers: dict[int, list[int]] = {}  # root -> its readers, sorted (`root_consumers`, on demand)
-        self.indegree = [len(t.preds) for t in g.tasks]
-        self.succ = g.successors()
-        self.sources = [t.index for t in g.tasks if not t.preds]
-        self.releases: list[list[tuple[int, int]] | None] = [None] * len(g.tasks)  # (root, uses) per task
-        self.own_writes: list[list[int] | None] = [None] * len(g.tasks)  # per task, `own`
-
-    def own(self, task: Task) -> list[int]:
-        """The tensors a task writes that are storages of their own (not views of existing ones)."""
-        root_of = self.root_of
-        own = self.own_writes[task.index] = [tid for tid in task.writes if root_of[tid] == tid]
-        return own
+        # `TaskGraph.successors`, with the in-degrees and the tasks without predecessors
+        n = len(g.tasks)
+        self.indegree = indegree = [0] * n
+        self.succ = succ = [[] for _ in range(n)]
+        self.sources = sources = []
+        for t in g.tasks:
+            preds = t.preds
+            if preds:
+                index = t.index
+                indegree[index] = len(preds)
+                for p in preds:
+                    succ[p].append(index)
+            else:
+                sources.append(t.index)
 
     def root_consumers(self, root: int) -> list[int]:
         """The tasks that read a storage (through any tensor sharing it), in task order."""
@@ -281,7 +285,6 @@ class Scheduler:
         # and its cost (None: a view or a page task); `ScheduledTask`s are built by `run` only
         n = len(graph.tasks)
         self.done = bytearray(n)  # 1 once a task is placed
-        self.placed = 0
         self.task_core = [0] * n
         self.task_start = [0.0] * n
         self.task_end = [0.0] * n
@@ -338,58 +341,77 @@ class Scheduler:
     # ------------------------------------------------------------------ costs
 
     def price(self) -> None:
-        cores = self.target.cores
         # tasks of one signature (an op's backward twin, recompute copies, repeated layers)
         # share their options: a graph has far fewer signatures than tasks
         # (kept across schedules by a memo: the entry holds the signature, so its id stays its own)
         seen: dict[tuple[int, tuple[int, ...]], tuple[Any, dict, dict]] = {} if self.memo is None else self.memo.prices
-        # an `Allocation` answers by a task's node, op and phase: the tiles and copies of an op ask
-        # once (another callable is asked for every task)
-        from monet_ir.schedule.mapping import Allocation
+        from monet_ir.schedule.mapping import ONNX_NAMES, Allocation
 
-        by_name = isinstance(self.allocation, Allocation)
-        allowed_of: dict[tuple[str, str, str], tuple[int, ...]] = {}
+        allocation = self.allocation
+        # an `Allocation` answers by a task's node first, then by its op, the op's ONNX names, its
+        # phase and `default` (`Allocation.__call__`): the answers without the node are asked
+        # once per op and phase, and each answer's cores are checked once
+        entries = allocation.entries if type(allocation) is Allocation else None
+        by_op: dict[tuple[str, str], tuple[int, ...] | None] = {}
+        checked: dict[tuple[int, ...], tuple[int, ...]] = {}
+        every = self.every_core
+        add_costs, add_durations = self.costs.append, self.durations.append
+        task = None
         for task in self.g.tasks:
-            self.current = task.index
-            if self.allocation is None:
-                allowed = self.every_core
-            elif not by_name:
-                allowed = self.allowed_cores(task)
+            if allocation is None:
+                allowed = every
+            elif entries is not None:
+                chosen = entries.get(task.node)
+                if chosen is None:
+                    which = (task.op, task.phase)
+                    if which in by_op:
+                        chosen = by_op[which]
+                    else:
+                        keys = (task.op, *ONNX_NAMES.get(task.op, ()), task.phase, "default")
+                        chosen = by_op[which] = next((entries[key] for key in keys if key in entries), None)
+                if chosen is None:
+                    allowed = every
+                else:
+                    allowed = checked.get(chosen)
+                    if allowed is None:
+                        self.current = task.index
+                        allowed = checked[chosen] = self._checked(task, chosen)
             else:
-                which = (task.node, task.op, task.phase)
-                allowed = allowed_of.get(which)
-                if allowed is None:
-                    allowed = allowed_of[which] = self.allowed_cores(task)
+                self.current = task.index
+                allowed = self.allowed_cores(task)
             sig = task.sig
-            key = (id(sig), allowed)
-            if sig is None:
-                known = seen.get(key)
-                if known is None:  # views: free, run where the data is
-                    known = seen[key] = (None, {c: None for c in allowed}, {c: 0.0 for c in allowed})
-                self.costs.append(known[1])
-                self.durations.append(known[2])
-                continue
-            known = seen.get(key)
+            known = seen.get((id(sig), allowed))
             if known is None or known[0] is not sig:
-                from monet_ir.cost import CostError
+                self.current = task.index
+                known = seen[(id(sig), allowed)] = self._options(task, allowed)
+            add_costs(known[1])
+            add_durations(known[2])
+        if task is not None:
+            self.current = task.index
 
-                options = {}
-                refusals = []
-                for c in allowed:
-                    core = cores[c]
-                    if self.can_run(task.sig, core):
-                        try:
-                            options[c] = self.cost_of(task.sig, core)
-                        except CostError as e:  # e.g. no loop order fits this core's memories
-                            refusals.append(str(e))
-                if not options:
-                    kind = "loop nest" if isinstance(task.sig, LoopNestSig) else task.sig.kind
-                    where = "the allowed cores " + str(list(allowed)) if self.allocation else f"target '{self.target.name}'"
-                    why = f": {refusals[0]}" if refusals else ""
-                    raise ScheduleError(f"no core of {where} can run {task.op} (node '{task.node}', {kind} op){why}")
-                known = seen[key] = (sig, options, {c: self.cycles(cost, c) for c, cost in options.items()})
-            self.costs.append(known[1])
-            self.durations.append(known[2])
+    def _options(self, task: Task, allowed: tuple[int, ...]) -> tuple[Any, dict, dict]:
+        """(signature, cost per allowed core able to run the task, its cycles there)."""
+        sig = task.sig
+        if sig is None:  # views: free, run where the data is
+            return None, {c: None for c in allowed}, {c: 0.0 for c in allowed}
+        from monet_ir.cost import CostError
+
+        cores = self.target.cores
+        options = {}
+        refusals = []
+        for c in allowed:
+            core = cores[c]
+            if self.can_run(sig, core):
+                try:
+                    options[c] = self.cost_of(sig, core)
+                except CostError as e:  # e.g. no loop order fits this core's memories
+                    refusals.append(str(e))
+        if not options:
+            kind = "loop nest" if isinstance(sig, LoopNestSig) else sig.kind
+            where = "the allowed cores " + str(list(allowed)) if self.allocation else f"target '{self.target.name}'"
+            why = f": {refusals[0]}" if refusals else ""
+            raise ScheduleError(f"no core of {where} can run {task.op} (node '{task.node}', {kind} op){why}")
+        return sig, options, {c: self.cycles(cost, c) for c, cost in options.items()}
 
     def allowed_cores(self, task: Task) -> tuple[int, ...]:
         every = self.every_core
@@ -398,6 +420,11 @@ class Scheduler:
         chosen = self.allocation(task)
         if chosen is None:
             return every
+        return self._checked(task, chosen)
+
+    def _checked(self, task: Task, chosen: tuple[int, ...]) -> tuple[int, ...]:
+        """The cores an allocation chose for a task, as a tuple, once each is one of the target's."""
+        every = self.every_core
         bad = [c for c in chosen if c not in every]
         if bad:
             raise ScheduleError(f"allocation of node '{task.node}' names core(s) {bad}, the target has {list(every)}")
@@ -471,29 +498,13 @@ class Scheduler:
         tables = GraphTables(g) if self.memo is None else self.memo.tables(g)
         self.root_of = tables.root_of
         self.bytes_of = tables.bytes_of
-        self.releases = tables.releases
         self.core_events = [self.memories[name].events for name in self.mem_names]
         self.dram_events = self.memories[self.dram_name].events
         self.remaining_uses = list(tables.uses)
         self.tables = tables
         self._initial_dram()
-        indegree = list(tables.indegree)
-        succ = tables.succ
-        ready_time = [0.0] * len(g.tasks)
-        heap = [(0.0, index) for index in tables.sources]
-        heapq.heapify(heap)
-        tasks, place, pop, push = g.tasks, self.place, heapq.heappop, heapq.heappush
-        while heap:
-            _, index = pop(heap)
-            self.current = index
-            done = place(tasks[index], ready_time[index])
-            for s in succ[index]:
-                if done > ready_time[s]:
-                    ready_time[s] = done
-                indegree[s] -= 1
-                if indegree[s] == 0:
-                    push(heap, (ready_time[s], s))
-        if self.placed != len(g.tasks):
+        placed = self._place_all()
+        if placed != len(g.tasks):
             raise ScheduleError("the task graph has a cycle")
         self._check_dram()
 
@@ -525,143 +536,195 @@ class Scheduler:
                 f"the training step needs {peak} bytes in it{hint}"
             )
 
-    # ------------------------------------------------------------------ one task
+    # ------------------------------------------------------------------ the tasks
+
+    def _place_all(self) -> int:
+        """Place the tasks in order of readiness (a task is ready when its predecessors are
+        done); returns how many were placed. The body of the loop places one task with a
+        signature (views and page tasks: `_place_view`, `_place_page`); it is one function,
+        its state in locals, because it runs once per task of every candidate a search scores."""
+        tables = self.tables
+        tasks = self.g.tasks
+        indegree = list(tables.indegree)
+        succ = tables.succ
+        ready_time = [0.0] * len(tasks)
+        heap = [(0.0, index) for index in tables.sources]
+        heapq.heapify(heap)
+        pop, push = heapq.heappop, heapq.heappush
+        costs, durations_of = self.costs, self.durations
+        op_core = self.op_core
+        core_free = self.core_free
+        all_copies = self.copies
+        root_of, bytes_of = self.root_of, self.bytes_of
+        remaining = self.remaining_uses
+        resident_of, resident_bytes, pending_bytes = self.resident, self.resident_bytes, self.pending_bytes
+        capacities = self.capacity
+        core_events, dram_events = self.core_events, self.dram_events
+        dram_allocated_at = self.dram_allocated_at
+        energy_parts = self.energy_parts
+        done_flags = self.done
+        task_core, task_start, task_end = self.task_core, self.task_start, self.task_end
+        task_cost, task_parts = self.task_cost, self.task_parts
+        streamed_of, room_at, free, transfer = self._streamed, self._room_at, self._free, self._transfer
+        placed = 0
+        while heap:
+            ready, index = pop(heap)  # `ready` is ready_time[index]: its predecessors are all done
+            self.current = index
+            placed += 1
+            task = tasks[index]
+            self.watermark = ready
+            if task.page:
+                end = self._place_page(task, ready)
+            elif task.sig is None:
+                end = self._place_view(task, ready)
+            else:
+                options = costs[index]
+                durations = durations_of[index]
+                op_index = task.op_index
+                pinned = op_core.get(op_index)
+                if pinned is not None and pinned in options:
+                    # the tiles of one op share a core, as Stream allocates a layer's CNs: its
+                    # weights are loaded once and stay resident across tiles
+                    core = pinned
+                    cost = options[pinned]
+                elif len(options) == 1:
+                    (core, cost), = options.items()
+                else:
+                    best = None
+                    for c, cost in options.items():
+                        start = max(ready, core_free[c], self._estimate_arrival(index, c, ready))
+                        key = (start + durations[c], cost.energy_pj, c)
+                        if best is None or key < best[0]:
+                            best = (key, c, cost)
+                    _, core, cost = best
+                if pinned != core:
+                    op_core[op_index] = core
+                # tensors this task moves through DRAM instead of holding them (its own cost
+                # counts the traffic, or no room on chip); `unpaid`: outputs streamed by us
+                streamed = streamed_of(task, cost)
+                unpaid = None
+                reads = task.reads
+                capacity = capacities[core]
+                # inputs start arriving as soon as they exist and there is room (prefetch while
+                # the core finishes earlier work), as Stream fills idle link time
+                arrival = 0.0
+                for tid in reads:
+                    root = root_of[tid]
+                    copies = all_copies[root]
+                    if copies is None:
+                        copies = all_copies[root] = {}
+                    here = copies.get(core)
+                    if here is None:
+                        if tid in streamed:
+                            # the op reads it from DRAM itself (its cost counts that traffic)
+                            if DRAM not in copies and copies:
+                                self._ensure_in_dram(root, copies)
+                            here = copies.get(DRAM, 0.0)
+                        else:
+                            # `_fetch`: bring it here
+                            if len(copies) == 1:
+                                (src, at), = copies.items()
+                            else:
+                                src, at = min(copies.items(), key=_second)
+                            nbytes = bytes_of[root]
+                            when = at if at > ready else ready
+                            if resident_bytes[core] + pending_bytes[core] + nbytes > capacity:
+                                when = room_at(core, nbytes, reads, when)
+                            if when is None:
+                                # no room even after evicting: it streams through from DRAM, and we pay that
+                                self._ensure_in_dram(root, copies)
+                                here = transfer(root, DRAM, core, max(copies[DRAM], ready), "load")
+                            else:
+                                here = transfer(root, src, core, when, "load" if src == DRAM else "copy")
+                                resident_of[core][root] = when  # `_allocate`
+                                resident_bytes[core] += nbytes
+                                core_events[core].append((when, 1, nbytes))
+                                copies[core] = here
+                    if here > arrival:
+                        arrival = here
+                start = max(ready, core_free[core], arrival)
+                # outputs are placed together: check each one with those before it (the tensors
+                # it writes that are storages of their own, not views of existing ones)
+                need = 0
+                writes = task.writes
+                for tid in writes:
+                    if tid in streamed or root_of[tid] != tid:
+                        continue
+                    nbytes = bytes_of[tid]
+                    if resident_bytes[core] + pending_bytes[core] + need + nbytes <= capacity:
+                        need += nbytes  # `_room_at`'s first answer: fits even before any pending free
+                        continue
+                    when = room_at(core, need + nbytes, reads, start)
+                    if when is None:
+                        if unpaid is None:
+                            unpaid = set()
+                        unpaid.add(tid)
+                    else:
+                        start, need = when, need + nbytes
+                end = start + durations[core]
+                core_free[core] = end
+                parts = energy_parts.get(id(cost))
+                if parts is None:
+                    parts = energy_parts[id(cost)] = split_energy(cost)
+                done_flags[index] = 1
+                task_core[index] = core
+                task_start[index] = start
+                task_end[index] = end
+                task_cost[index] = cost
+                task_parts[index] = parts
+                # the outputs
+                for tid in writes:
+                    if root_of[tid] != tid:
+                        continue
+                    if tid in streamed or (unpaid is not None and tid in unpaid):
+                        # the op writes it to DRAM as it goes (spilled by the op, or no room on chip)
+                        all_copies[tid] = {DRAM: end}
+                        dram_allocated_at[tid] = start  # `_dram_alloc`
+                        dram_events.append((start, 1, bytes_of[tid]))
+                        if unpaid is not None and tid in unpaid:
+                            transfer(tid, core, DRAM, start, "store")
+                        if remaining[tid] == 0:
+                            free(tid, end)
+                        continue
+                    nbytes = bytes_of[tid]
+                    resident_of[core][tid] = start  # `_allocate`
+                    resident_bytes[core] += nbytes
+                    core_events[core].append((start, 1, nbytes))
+                    all_copies[tid] = {core: end}
+                    if remaining[tid] == 0:
+                        free(tid, end)
+                if task.in_place:
+                    self._write_back(task, core, end)
+                # `_release_inputs`
+                for tid in reads if len(reads) == 1 else set(reads):
+                    root = root_of[tid]
+                    left = remaining[root] - 1
+                    remaining[root] = left
+                    if left <= 0 and all_copies[root]:
+                        free(root, end)
+            for s in succ[index]:
+                if end > ready_time[s]:
+                    ready_time[s] = end
+                indegree[s] -= 1
+                if indegree[s] == 0:
+                    push(heap, (ready_time[s], s))
+        return placed
 
     def _done(self, index: int, core: int, start: float, end: float) -> None:
         """Record a task without a cost (a view, a page task) as placed."""
         self.done[index] = 1
-        self.placed += 1
         self.task_core[index] = core
         self.task_start[index] = start
         self.task_end[index] = end
 
-    def place(self, task: Task, ready: float) -> float:
-        self.watermark = ready
-        if task.page:
-            return self._place_page(task, ready)
-        index = task.index
-        options = self.costs[index]
-        if task.sig is None:
-            core = self._where_data_is(task, tuple(options))
-            start = max(ready, self._inputs_ready_at(task, core))
-            self._done(index, core, start, start)
-            # a view allocates nothing: its storage is its operand's
-            self._release_inputs(task, start)
-            return start
-        durations = self.durations[index]
-        pinned = self.op_core.get(task.op_index)
-        if pinned is not None and pinned in options:
-            # the tiles of one op share a core, as Stream allocates a layer's CNs: its weights
-            # are loaded once and stay resident across tiles
-            core = pinned
-            cost = options[pinned]
-        elif len(options) == 1:
-            (core, cost), = options.items()
-        else:
-            best = None
-            core_free = self.core_free
-            for c, cost in options.items():
-                start = max(ready, core_free[c], self._estimate_arrival(index, c, ready))
-                key = (start + durations[c], cost.energy_pj, c)
-                if best is None or key < best[0]:
-                    best = (key, c, cost)
-            _, core, cost = best
-        if pinned != core:
-            self.op_core[task.op_index] = core
-        # tensors this task moves through DRAM instead of holding them (its own cost counts
-        # the traffic, or no room on chip); `unpaid`: outputs streamed by us, not by the op
-        streamed = self._streamed(task, cost)
-        unpaid: set[int] | None = None
-        reads = task.reads
-        # inputs start arriving as soon as they exist and there is room (prefetch while the
-        # core finishes earlier work), as Stream fills idle link time
-        arrival = 0.0
-        all_copies = self.copies
-        root_of = self.root_of
-        for tid in reads:
-            root = root_of[tid]
-            copies = all_copies[root]
-            if copies is None:
-                copies = all_copies[root] = {}
-            here = copies.get(core)
-            if here is None:
-                if tid in streamed:
-                    # the op reads it from DRAM itself (its cost counts that traffic)
-                    if DRAM not in copies and copies:
-                        self._ensure_in_dram(root, copies)
-                    here = copies.get(DRAM, 0.0)
-                else:
-                    here = self._fetch(tid, root, copies, core, ready, reads)
-            if here > arrival:
-                arrival = here
-        start = max(ready, self.core_free[core], arrival)
-        # outputs are placed together: check each one with those before it
-        need = 0
-        bytes_of = self.bytes_of
-        own_writes = self.tables.own_writes[index]
-        if own_writes is None:
-            own_writes = self.tables.own(task)
-        capacity = self.capacity[core]
-        for tid in own_writes:
-            if tid in streamed:
-                continue
-            nbytes = bytes_of[tid]
-            if self.resident_bytes[core] + self.pending_bytes[core] + need + nbytes <= capacity:
-                need += nbytes  # `_room_at`'s first answer: fits even before any pending free
-                continue
-            when = self._room_at(core, need + nbytes, reads, start)
-            if when is None:
-                if unpaid is None:
-                    unpaid = set()
-                unpaid.add(tid)
-            else:
-                start, need = when, need + nbytes
-        end = start + durations[core]
-        self.core_free[core] = end
-        parts = self.energy_parts.get(id(cost))
-        if parts is None:
-            parts = self.energy_parts[id(cost)] = split_energy(cost)
-        self.done[index] = 1
-        self.placed += 1
-        self.task_core[index] = core
-        self.task_start[index] = start
-        self.task_end[index] = end
-        self.task_cost[index] = cost
-        self.task_parts[index] = parts
-        # the outputs
-        remaining = self.remaining_uses
-        resident = self.resident[core]
-        events = self.core_events[core]
-        for tid in own_writes:
-            if tid in streamed or (unpaid is not None and tid in unpaid):
-                # the op writes it to DRAM as it goes (spilled by the op, or no room on chip)
-                all_copies[tid] = {DRAM: end}
-                self.dram_allocated_at[tid] = start  # `_dram_alloc`
-                self.dram_events.append((start, 1, bytes_of[tid]))
-                if unpaid is not None and tid in unpaid:
-                    self._transfer(tid, core, DRAM, start, "store")
-                if remaining[tid] == 0:
-                    self._free(tid, end)
-                continue
-            nbytes = bytes_of[tid]
-            resident[tid] = start  # `_allocate`
-            self.resident_bytes[core] += nbytes
-            events.append((start, 1, nbytes))
-            all_copies[tid] = {core: end}
-            if remaining[tid] == 0:
-                self._free(tid, end)
-        if task.in_place:
-            self._write_back(task, core, end)
-        # `_release_inputs`, inlined
-        releases = self.releases[index]
-        if releases is None:
-            releases = self._releases(task)
-        for root, uses in releases:
-            left = remaining[root] - uses
-            remaining[root] = left
-            if left <= 0 and all_copies[root]:
-                self._free(root, end)
-        return end
+    def _place_view(self, task: Task, ready: float) -> float:
+        """A view: free, on a core where its data is; it allocates nothing (its storage is its
+        operand's). Returns when it is done."""
+        core = self._where_data_is(task, tuple(self.costs[task.index]))
+        start = max(ready, self._inputs_ready_at(task, core))
+        self._done(task.index, core, start, start)
+        self._release_inputs(task, start)
+        return start
 
     def _streamed(self, task: Task, cost: Cost) -> frozenset[int]:
         """Tensors the op moves to or from DRAM itself (its cost already counts that traffic):
@@ -672,14 +735,16 @@ class Scheduler:
             budget = cost.dram_bytes
             if budget <= 0:
                 return NOTHING
-            touched = tuple(dict.fromkeys((*task.reads, *task.writes)))
+            touched = tuple(dict.fromkeys(task.reads + task.writes))
             sizes = tuple(map(self.bytes_of.__getitem__, touched))
             # which of them depends only on the budget and the sizes in operand order
             key = (budget, sizes)
             picks = self.stream_picks.get(key)
             if picks is None:
                 picks = self.stream_picks[key] = _largest_within(sizes, budget)
-            return frozenset(touched[i] for i in picks)
+            if len(picks) == len(touched):
+                return frozenset(touched)
+            return frozenset(map(touched.__getitem__, picks))
         # the roles a cost spills, per cost (kept by the memo across schedules; the entry holds
         # the cost, so its id stays its own)
         known = self.spilled_roles.get(id(cost))
@@ -745,26 +810,6 @@ class Scheduler:
         self.routes[src + 1][dst + 1] = route
         return route
 
-    def _fetch(self, tid: int, root: int, copies: dict[int, float], core: int, ready: float,
-               reads: tuple[int, ...]) -> float:
-        """Bring an input that is not on `core` yet (nor streamed); returns when it is there."""
-        if len(copies) == 1:
-            (src, at), = copies.items()
-        else:
-            src, at = min(copies.items(), key=_second)
-        nbytes = self.bytes_of[root]
-        when = at if at > ready else ready
-        if self.resident_bytes[core] + self.pending_bytes[core] + nbytes > self.capacity[core]:
-            when = self._room_at(core, nbytes, reads, when)
-            if when is None:
-                # no room even after evicting: it streams through from DRAM, and we pay that
-                self._ensure_in_dram(root, copies)
-                return self._transfer(root, DRAM, core, max(copies[DRAM], ready), "load")
-        end = self._transfer(root, src, core, when, "load" if src == DRAM else "copy")
-        self._allocate(core, root, when)
-        copies[core] = end
-        return end
-
     def _ensure_in_dram(self, root: int, copies: dict[int, float]) -> None:
         if DRAM not in copies and copies:
             src, at = min(copies.items(), key=_second)
@@ -804,28 +849,15 @@ class Scheduler:
                     self._drop(loc, root, end)
                 copies[DRAM] = done
 
-    def _releases(self, task: Task) -> list[tuple[int, int]]:
-        """(storage root, uses) of the tensors a task reads: a task counts once per tensor it
-        reads (as in the tensors' consumer lists), however many operands name it."""
-        reads = task.reads
-        if len(reads) == 1:
-            releases = [(self.root_of[reads[0]], 1)]
-        else:
-            unique = set(reads)
-            uses = dict.fromkeys({self.root_of[t] for t in unique}, 0)
-            for t in unique:
-                uses[self.root_of[t]] += 1
-            releases = list(uses.items())
-        self.releases[task.index] = releases
-        return releases
-
     def _release_inputs(self, task: Task, end: float) -> None:
-        releases = self.releases[task.index]
-        if releases is None:
-            releases = self._releases(task)
-        remaining = self.remaining_uses
-        for root, uses in releases:
-            left = remaining[root] - uses
+        """Count the task's reads as done, and free the storages nothing reads any more. A task
+        counts once per tensor it reads (as in the tensors' consumer lists), however many
+        operands name it; the order of the frees changes nothing (memory events are sorted)."""
+        reads = task.reads
+        root_of, remaining = self.root_of, self.remaining_uses
+        for tid in reads if len(reads) == 1 else set(reads):
+            root = root_of[tid]
+            left = remaining[root] - 1
             remaining[root] = left
             if left <= 0:
                 self._free(root, end)
@@ -849,7 +881,7 @@ class Scheduler:
         nbytes = self.bytes_of[root]
         self.resident_bytes[core] -= nbytes
         self.core_events[core].append((time, 2 if time <= at else 0, -nbytes))  # `MemoryTrace.free`
-        self.pending_frees[core].append((time, nbytes))
+        insort(self.pending_frees[core], (time, nbytes))
         self.pending_bytes[core] += nbytes
         copies = self.copies[root]
         if copies is not None:
@@ -860,22 +892,28 @@ class Scheduler:
         for frees already decided, then evicting (never the storage of a tensor in `reads`, the
         task's operands). Returns when the bytes can be placed."""
         capacity = self.capacity[core]
-        frees = self.pending_frees[core]
+        frees = self.pending_frees[core]  # sorted (`_drop` inserts in order)
         if self.resident_bytes[core] + self.pending_bytes[core] + nbytes <= capacity:
             return time  # fits even if no pending free has happened yet
-        frees.sort()
         # tasks are placed in order of readiness and nothing is allocated before the ready
         # time of the task being placed, so earlier frees can be forgotten
-        forget = bisect.bisect_right(frees, (self.watermark, math.inf))
-        if forget:
-            self.pending_bytes[core] -= sum(b for _, b in frees[:forget])
+        if frees and frees[0][0] <= self.watermark:
+            forget = bisect.bisect_right(frees, (self.watermark, math.inf))
+            if forget == 1:
+                self.pending_bytes[core] -= frees[0][1]
+            else:
+                self.pending_bytes[core] -= sum(b for _, b in frees[:forget])
             del frees[:forget]
-        first = bisect.bisect_right(frees, (time, math.inf))
         # the bytes freed after `time`, summing the shorter side of the list
-        if first <= len(frees) - first:
-            still = self.pending_bytes[core] - sum(b for _, b in frees[:first])
+        if not frees or frees[0][0] > time:
+            first = 0
+            still = self.pending_bytes[core]
         else:
-            still = sum(b for _, b in frees[first:])
+            first = bisect.bisect_right(frees, (time, math.inf))
+            if first <= len(frees) - first:
+                still = self.pending_bytes[core] - sum(b for _, b in frees[:first])
+            else:
+                still = sum(b for _, b in frees[first:])
         resident = self.resident_bytes[core]
         while resident + still + nbytes > capacity and first < len(frees) and resident + nbytes <= capacity:
             # waiting for the next free is enough; prefer it to evicting live values
@@ -959,8 +997,8 @@ class Scheduler:
 NOTHING: frozenset[int] = frozenset()
 
 
-def _second(item: tuple) -> Any:
-    return item[1]
+_second = itemgetter(1)
+_third = itemgetter(2)
 
 
 def _largest_within(sizes: tuple[int, ...], budget: float) -> tuple[int, ...]:
