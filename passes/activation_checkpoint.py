@@ -81,6 +81,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from collections.abc import Set
 from typing import NamedTuple
 
 from xdsl.context import Context
@@ -280,15 +281,16 @@ def plan_rewrite(fn: func.FuncOp, problem: plans.CheckpointProblem, dropped: fro
     rewrite = RecomputeRewrite({}, {})
     if not dropped:
         return rewrite
-    segment = problem.segments(dropped)
-    made: set[tuple[int, int]] = set()  # (segment, id of the op) of the clones planned (an id hashes faster)
-    saved = problem.saved_views
+    # values are compared by identity: their ids hash faster than they do
+    dropped_ids = frozenset(map(id, dropped))
+    segment = problem.segment_ids(dropped_ids)
+    made: set[tuple[int, int]] = set()  # (segment, id of the op) of the clones planned
     for op, reads in problem.backward_reads:  # (the other operands are always kept)
-        for i, value, root in reads:
-            if root not in dropped and root in saved:
+        for i, value, _, root_id, saved in reads:
+            if saved and root_id not in dropped_ids:
                 continue  # kept
-            region = segment[root]  # (the root of a forward value is its storage)
-            plan_copy(value, region, problem, dropped, made, rewrite.clones_before.setdefault(op, []))
+            region = segment[root_id]  # (the root of a forward value is its storage)
+            plan_copy(value, region, problem, dropped_ids, made, rewrite.clones_before.setdefault(op, []))
             rewrite.rewired.setdefault(op, {})[i] = (region, value)
     rewrite.clones_before = {op: clones for op, clones in rewrite.clones_before.items() if clones}
     return rewrite
@@ -298,15 +300,15 @@ def plan_copy(
     value: SSAValue,
     region: int,
     problem: plans.CheckpointProblem,
-    dropped: frozenset[SSAValue],
+    dropped_ids: Set[int],
     made: set[tuple[int, int]],
     out: list[PlannedClone],
 ) -> None:
-    """Append to `out` the clones the copy of `value` in `region` still lacks.
+    """Append to `out` the clones the copy of `value` in `region` still lacks (`dropped_ids`:
+    the ids of the dropped storages).
 
     Iterative post-order walk: operands are cloned before their users, and cones can be as
     deep as the whole forward pass (recompute-all), deeper than Python's recursion limit."""
-    saved = problem.saved_views
     stack = [value.owner]  # the ops to clone (a value is copied with its op)
     while stack:
         op = stack[-1]
@@ -315,14 +317,15 @@ def plan_copy(
             continue
         # an operand is kept when its root is None, or a saved storage that is not dropped
         roots = problem.operand_roots(op)
-        missing = [owner for _, r, owner in roots
-                   if r is not None and (r in dropped or r not in saved) and (region, id(owner)) not in made]
+        missing = [owner for _, r, owner, root_id, saved in roots
+                   if r is not None and (root_id in dropped_ids or not saved) and (region, id(owner)) not in made]
         if missing:
             stack.extend(missing)
             continue
         stack.pop()
         # kept operands are read where they are, even if a clone of their op exists
-        operands = tuple(o if r is None or (r not in dropped and r in saved) else (region, o) for o, r, _ in roots)
+        operands = tuple(o if r is None or (saved and root_id not in dropped_ids) else (region, o)
+                         for o, r, _, root_id, saved in roots)
         out.append(PlannedClone(op, region, operands))
         made.add((region, id(op)))
 

@@ -126,27 +126,39 @@ class CheckpointProblem:
         return [op for op in self.fn.body.block.ops if graph.op_phase(op) == "backward"]
 
     @cached_property
-    def backward_reads(self) -> list[tuple[Operation, tuple[tuple[int, SSAValue, SSAValue], ...]]]:
+    def backward_reads(self) -> list[tuple[Operation, tuple[tuple[int, SSAValue, SSAValue, int, bool], ...]]]:
         """The backward ops (in program order) that read forward values a plan may drop, each
-        with those reads: (operand index, value, the storage it needs recomputed if dropped).
-        The other operands are always kept."""
-        root = self.root
+        with those reads: (operand index, value, the storage it needs recomputed if dropped,
+        that storage's id, whether it is saved). The other operands are always kept."""
+        root, saved = self.root, self.saved_views
         reads = []
         for op in self.backward_ops:
-            dropable = tuple((i, v, root[v]) for i, v in enumerate(op.operands) if root.get(v) is not None)
+            dropable = tuple((i, v, root[v], id(root[v]), root[v] in saved)
+                             for i, v in enumerate(op.operands) if root.get(v) is not None)
             if dropable:
                 reads.append((op, dropable))
         return reads
 
-    def operand_roots(self, op: Operation) -> tuple[tuple[SSAValue, SSAValue | None, Operation | None], ...]:
+    def segment_ids(self, dropped_ids: Set[int]) -> dict[int, int]:
+        """`segments`, by the ids of the storages (`dropped_ids`: the ids of the dropped ones)."""
+        order = self._storage_order
+        kept_positions = [position for sid, position in order if sid not in dropped_ids]  # (in forward order)
+        return {sid: bisect_left(kept_positions, position) for sid, position in order if sid in dropped_ids}
+
+    @cached_property
+    def _storage_order(self) -> list[tuple[int, int]]:
+        """(id, forward position of its op) of each storage, sorted by position."""
+        return sorted(((id(s), self.position[s.op]) for s in self.storages), key=lambda e: e[1])
+
+    def operand_roots(self, op: Operation) -> tuple[tuple[SSAValue, SSAValue | None, Operation | None, int, bool], ...]:
         """Each operand of a forward op with its `root` (None: always kept) and, when it has
-        one, its producing op; read once per op."""
+        one, its producing op, the root's id and whether the root is saved; read once per op."""
         known = self._operand_roots.get(id(op))
         if known is None or known[0] is not op:
-            root = self.root
+            root, saved = self.root, self.saved_views
             known = self._operand_roots[id(op)] = (op, tuple(
-                (o, root.get(o), o.op if root.get(o) is not None else None)  # type: ignore[attr-defined]
-                for o in op.operands))
+                (o, r, o.op, id(r), r in saved) if r is not None else (o, None, None, 0, False)  # type: ignore[attr-defined]
+                for o, r in ((o, root.get(o)) for o in op.operands)))
         return known[1]
 
     @cached_property
