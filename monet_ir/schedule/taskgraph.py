@@ -310,26 +310,24 @@ class _Extractor:
         compiled = self.cache.compiled
         for position in range(start, len(program)):
             item = program[position]
-            if saving and item.phase != "forward":
+            op, phase, operands, results, suffix, tiling = item
+            if saving and phase != "forward":
                 self.save(program[:position], prefix_key)
                 saving = False
-            self.position = position
-            tiling = item.tiling
             # a fused reshape stays a view: its tiles are its operand's tiles
-            if tiling is not None and item.op.results and not isinstance(item.op, nn.ReshapeOp):
+            if tiling is not None and op.results and not isinstance(op, nn.ReshapeOp):
+                self.position = position
                 self.add_tiled(item, tiling)
                 continue
             if not reuse:
+                self.position = position
                 self.add_op(item)
                 continue
-            results = item.results
             known = compiled.get(id(results))
-            if (known is None or known[0] is not results or known[1] is not item.op or known[2] != item.phase
-                    or known[3] != item.suffix):
+            if known is None or known[0] is not results or known[1] is not op or known[2] != phase or known[3] != suffix:
                 known = self.compiled(item)
-            facts = known[4]
+            _, _, _, _, name, node, sig, view, roles_of, in_place_values, const, outs = known
             # `add_op`, inline
-            operands = item.operands
             reads = parts[operands[0]][0] if len(operands) == 1 else tuple([t for v in operands for t in parts[v][0]])
             index = len(tasks)
             preds: set[int] = set()
@@ -338,33 +336,31 @@ class _Extractor:
                 tensor.consumers.append(index)
                 if tensor.producer is not None:
                     preds.add(tensor.producer)
-            if facts.view:
-                tasks.append(Task(index, facts.name, facts.node, item.phase, facts.sig, reads, (), preds, (), position,
-                                  {}))
+            if view:
+                tasks.append(Task(index, name, node, phase, sig, reads, (), preds, (), position, {}))
                 stored_as = parts[operands[0]]  # the result is the operand's storage, piece for piece
                 for r in results:
                     parts[r] = stored_as
                 continue
             writes = []
-            for r, (name, nbytes, kind, persistent) in zip(results, known[5]):
-                if hints and not facts.const and r in hints:  # stored as row pieces (tiles read it)
-                    writes += self.add_pieces(item, r, name, nbytes, kind, persistent, index)
+            for r, (tensor_name, nbytes, kind, persistent) in zip(results, outs):
+                if hints and not const and r in hints:  # stored as row pieces (tiles read it)
+                    writes += self.add_pieces(item, r, tensor_name, nbytes, kind, persistent, index)
                     continue
                 tid = len(tensors)
-                tensors.append(TensorInfo(tid, name, nbytes, kind, persistent, index, [], tid))
+                tensors.append(TensorInfo(tid, tensor_name, nbytes, kind, persistent, index, [], tid))
                 parts[r] = ((tid,), None)
                 writes.append(tid)
             roles: dict[int, str] = {}
-            if facts.roles is not None:  # (every tensor of every operand is read)
-                operand_roles, result_role = facts.roles
+            if roles_of is not None:  # (every tensor of every operand is read)
+                operand_roles, result_role = roles_of
                 for v, role in zip(operands, operand_roles, strict=False):
                     for t in parts[v][0]:
                         roles[t] = role
                 for t in writes:
                     roles[t] = result_role
-            in_place = () if facts.in_place is None else tuple(parts[v][0][0] for v in facts.in_place)
-            tasks.append(Task(index, facts.name, facts.node, item.phase, facts.sig, reads, tuple(writes), preds,
-                              in_place, position, roles))
+            in_place = () if in_place_values is None else tuple(parts[v][0][0] for v in in_place_values)
+            tasks.append(Task(index, name, node, phase, sig, reads, tuple(writes), preds, in_place, position, roles))
         self.add_paging(program, paged)
         storage_plan = self.add_storage(stored)
         _order_in_place_updates(self.tasks, self.tensors)
@@ -547,8 +543,9 @@ class _Extractor:
         return task
 
     def compiled(self, item: ProgramOp) -> tuple:
-        """(results, op, phase, suffix, the op's facts, per result the name, bytes, kind and
-        persistence of its tensor when it is stored whole), kept by the identity of the item's
+        """(results, op, phase, suffix; the op's name, node, signature, view, roles, in-place
+        values and constness (`OpFacts`); per result the name, bytes, kind and persistence of
+        its tensor when it is stored whole), kept by the identity of the item's
         results: the base step's items are in every program of a search, with their results
         or another item with the same op and results (other operands)."""
         op = item.op
@@ -562,7 +559,9 @@ class _Extractor:
         compiled = self.cache.compiled
         if len(compiled) > self.cache.compiled_limit:
             compiled.clear()  # (the items of past programs)
-        known = compiled[id(item.results)] = (item.results, op, item.phase, item.suffix, facts, tuple(outs))
+        known = compiled[id(item.results)] = (item.results, op, item.phase, item.suffix, facts.name, facts.node,
+                                              facts.sig, facts.view, facts.roles, facts.in_place, facts.const,
+                                              tuple(outs))
         return known
 
     def add_op(self, item: ProgramOp) -> None:
