@@ -181,6 +181,7 @@ class ScheduleMemo:
         self.prices: dict[tuple[int, tuple[int, ...]], tuple[Any, dict, dict]] = {}
         self.stream_picks: dict[tuple[float, tuple[int, ...]], tuple[int, ...]] = {}  # `_largest_within`
         self.spilled_roles: dict[int, tuple[Cost, frozenset[str]]] = {}  # `Scheduler._streamed`
+        self.energy_parts: dict[int, tuple[Cost, tuple[float, float, float]]] = {}  # `split_energy` per cost
         self.graphs: OrderedDict[int, tuple[TaskGraph, GraphTables]] = OrderedDict()
 
     def tables(self, graph: TaskGraph) -> GraphTables:
@@ -326,7 +327,9 @@ class Scheduler:
         self.costs: list[dict[int, Cost]] = []
         self.every_core = tuple(range(n_cores))
         self.durations: list[dict[int, float]] = []  # per task, its cycles on each core it may run on
-        self.energy_parts: dict[int, tuple[float, float, float]] = {}  # id(cost) -> split_energy(cost)
+        # id(cost) -> (cost, split_energy(cost)), kept by the memo across schedules
+        self.energy_parts: dict[int, tuple[Cost, tuple[float, float, float]]] = (
+            memo.energy_parts if memo is not None else {})
         self.stream_picks = memo.stream_picks if memo is not None else {}  # (budget, sizes) -> `_largest_within`
         # id(cost) -> (cost, the loop-nest roles it streams)
         self.spilled_roles: dict[int, tuple[Cost, frozenset[str]]] = memo.spilled_roles if memo is not None else {}
@@ -560,7 +563,7 @@ class Scheduler:
         resident_of, resident_bytes, pending_bytes = self.resident, self.resident_bytes, self.pending_bytes
         capacities = self.capacity
         core_events, dram_events = self.core_events, self.dram_events
-        dram_allocated_at = self.dram_allocated_at
+        dram_allocated_at, dram_freeable = self.dram_allocated_at, tables.dram_freeable
         energy_parts = self.energy_parts
         done_flags = self.done
         task_core, task_start, task_end = self.task_core, self.task_start, self.task_end
@@ -663,9 +666,10 @@ class Scheduler:
                         start, need = when, need + nbytes
                 end = start + durations[core]
                 core_free[core] = end
-                parts = energy_parts.get(id(cost))
-                if parts is None:
-                    parts = energy_parts[id(cost)] = split_energy(cost)
+                known = energy_parts.get(id(cost))
+                if known is None or known[0] is not cost:
+                    known = energy_parts[id(cost)] = (cost, split_energy(cost))
+                parts = known[1]
                 done_flags[index] = 1
                 task_core[index] = core
                 task_start[index] = start
@@ -700,8 +704,18 @@ class Scheduler:
                     root = root_of[tid]
                     left = remaining[root] - 1
                     remaining[root] = left
-                    if left <= 0 and all_copies[root]:
-                        free(root, end)
+                    if left <= 0:
+                        copies = all_copies[root]
+                        if not copies:
+                            continue
+                        if len(copies) == 1 and DRAM in copies:
+                            # `_free` of a storage only in DRAM
+                            if dram_freeable[root]:
+                                at = dram_allocated_at[root]
+                                dram_events.append((end, 2 if end <= at else 0, -bytes_of[root]))  # `MemoryTrace.free`
+                                del copies[DRAM]
+                        else:
+                            free(root, end)
             for s in succ[index]:
                 if end > ready_time[s]:
                     ready_time[s] = end
