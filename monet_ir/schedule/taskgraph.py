@@ -359,7 +359,7 @@ class _Extractor:
                         roles[t] = role
                 for t in writes:
                     roles[t] = result_role
-            in_place = () if in_place_values is None else tuple(parts[v][0][0] for v in in_place_values)
+            in_place = () if in_place_values is None else tuple([parts[v][0][0] for v in in_place_values])
             tasks.append(Task(index, name, node, phase, sig, reads, tuple(writes), preds, in_place, position, roles))
         self.add_paging(program, paged)
         storage_plan = self.add_storage(stored)
