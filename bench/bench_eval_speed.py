@@ -16,6 +16,9 @@ random candidates, the same list in every process:
 - every gene: a random recompute set, allocation, fused stacks (each stack fused with
   probability 0.5, as a random genome) and tile count (target ≤ 20 ms).
 
+`--stage graph` times only the candidates' task graphs (`Evaluator.graph`: the checkpoint and
+fusion passes' plans and the extraction), each built afresh.
+
 Prints per model and kind the median wall ms per evaluation of each round and checkout, the
 median over rounds, and the ratio other / this; then the same for CPU ms (process time: less
 sensitive than wall time to other processes on a shared machine). `--vs DIR` is an older commit unpacked with
@@ -46,6 +49,7 @@ import json, random, statistics, sys, time
 from monet_ir.explore.evaluate import Evaluator, StepConfig, tuned_collection
 
 model, target, samples, warmup, bench = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+stage = sys.argv[6]
 path = list(sys.path)
 sys.path.insert(0, bench)  # this checkout's bench/: the candidate generator is the same for both checkouts
 from bench_explore import random_candidate
@@ -66,8 +70,10 @@ with tuned_collection():
         times, cpu, tasks = [], [], []
         for _ in range(samples):
             c = candidate(ev, rng, fusion)
+            if stage == "graph":
+                ev._graphs.clear()  # (the graphs it frees are not timed)
             t0, c0 = time.perf_counter(), time.process_time()
-            ev.evaluate(c)
+            ev.graph(c) if stage == "graph" else ev.evaluate(c)
             cpu.append((time.process_time() - c0) * 1e3)
             times.append((time.perf_counter() - t0) * 1e3)
             tasks.append(len(ev.graph(c).tasks))
@@ -76,10 +82,10 @@ print(json.dumps(out))
 """
 
 
-def run_child(checkout: Path, model: Path, target: str, samples: int, warmup: int) -> dict:
+def run_child(checkout: Path, model: Path, target: str, samples: int, warmup: int, stage: str = "evaluation") -> dict:
     env = dict(os.environ, PYTHONPATH=str(checkout), OPENBLAS_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", CHILD, str(model), target, str(samples), str(warmup),
-                           str(Path(__file__).resolve().parent)], env=env,
+                           str(Path(__file__).resolve().parent), stage], env=env,
                           cwd=str(checkout), capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{checkout}: failed:\n{proc.stderr[-2000:]}")
@@ -100,6 +106,9 @@ def main() -> None:
                              "search has priced most of them)")
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     parser.add_argument("--target", default="tpu_like_quad_core")
+    parser.add_argument("--stage", choices=("evaluation", "graph"), default="evaluation",
+                        help="graph: time only the candidate's task graph (`Evaluator.graph`: the passes' plans and the "
+                             "extraction), not its schedule")
     args = parser.parse_args()
     checkouts = [("this", REPO)] + ([("other", args.vs.resolve())] if args.vs else [])
     print(f"load average before: {load()} ({os.cpu_count()} CPUs)")
@@ -111,7 +120,7 @@ def main() -> None:
         runs: dict[str, list[dict]] = {label: [] for label, _ in checkouts}
         for _ in range(args.rounds):
             for label, checkout in (checkouts if _ % 2 == 0 else checkouts[::-1]):
-                runs[label].append(run_child(checkout, path, args.target, args.samples, args.warmup))
+                runs[label].append(run_child(checkout, path, args.target, args.samples, args.warmup, args.stage))
         for kind, target_ms in TARGETS_MS.items():
             if kind not in runs["this"][0]:
                 continue
@@ -121,11 +130,15 @@ def main() -> None:
                 def each(label: str, kind: str = kind, field: str = field) -> str:
                     return ", ".join(f"{r[kind][field]:.1f}" for r in runs[label])
 
+                what = "per task graph" if args.stage == "graph" else "per evaluation"
                 line = (f"{name} {kind} ({runs['this'][0][kind]['tasks']:.0f} tasks, median): this "
-                        f"{this:.1f} ms {unit} per evaluation [{each('this')}]")
+                        f"{this:.1f} ms {unit} {what} [{each('this')}]")
                 if args.vs:
                     other = statistics.median(r[kind][field] for r in runs["other"])
                     line += f", other {other:.1f} ms [{each('other')}], ratio {other / this:.2f}x"
+                if args.stage == "graph":
+                    print(line, flush=True)  # (the targets are per evaluation)
+                    continue
                 verdict = "met" if this <= target_ms else "NOT met"
                 print(f"{line}; target {target_ms:.0f} ms: {verdict}", flush=True)
     print(f"load average after: {load()}")
