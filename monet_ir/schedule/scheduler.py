@@ -639,7 +639,7 @@ class Scheduler:
                                 here = transfer(root, DRAM, core, max(copies[DRAM], ready), "load")
                             else:
                                 here = transfer(root, src, core, when, "load" if src == DRAM else "copy")
-                                resident_of[core][root] = when  # `_allocate`
+                                resident_of[core][root] = when  # allocated here
                                 resident_bytes[core] += nbytes
                                 core_events[core].append((when, 1, nbytes))
                                 copies[core] = here
@@ -691,7 +691,7 @@ class Scheduler:
                             free(tid, end)
                         continue
                     nbytes = bytes_of[tid]
-                    resident_of[core][tid] = start  # `_allocate`
+                    resident_of[core][tid] = start  # allocated here
                     resident_bytes[core] += nbytes
                     core_events[core].append((start, 1, nbytes))
                     all_copies[tid] = {core: end}
@@ -878,12 +878,6 @@ class Scheduler:
 
     # ------------------------------------------------------------------ memory
 
-    def _allocate(self, core: int, root: int, time: float) -> None:
-        nbytes = self.bytes_of[root]
-        self.resident[core][root] = time
-        self.resident_bytes[core] += nbytes
-        self.core_events[core].append((time, 1, nbytes))  # `MemoryTrace.alloc`
-
     def _dram_alloc(self, root: int, time: float) -> None:
         self.dram_allocated_at[root] = time
         self.dram_events.append((time, 1, self.bytes_of[root]))  # `MemoryTrace.alloc`
@@ -916,7 +910,7 @@ class Scheduler:
             if forget == 1:
                 self.pending_bytes[core] -= frees[0][1]
             else:
-                self.pending_bytes[core] -= sum(b for _, b in frees[:forget])
+                self.pending_bytes[core] -= sum(map(_second, frees[:forget]))
             del frees[:forget]
         # the bytes freed after `time`, summing the shorter side of the list
         if not frees or frees[0][0] > time:
@@ -925,9 +919,9 @@ class Scheduler:
         else:
             first = bisect.bisect_right(frees, (time, math.inf))
             if first <= len(frees) - first:
-                still = self.pending_bytes[core] - sum(b for _, b in frees[:first])
+                still = self.pending_bytes[core] - sum(map(_second, frees[:first]))
             else:
-                still = sum(b for _, b in frees[first:])
+                still = sum(map(_second, frees[first:]))
         resident = self.resident_bytes[core]
         while resident + still + nbytes > capacity and first < len(frees) and resident + nbytes <= capacity:
             # waiting for the next free is enough; prefer it to evicting live values
@@ -971,8 +965,19 @@ class Scheduler:
                 return room_at  # nothing left to evict: the op's own operands exceed the memory
             if len(victims) > 1:
                 if uses is None:
-                    uses = [self._next_use(r) for r in victims]
-                i = max(range(len(victims)), key=uses.__getitem__)
+                    uses = []  # the next use of each: its first reader not placed yet
+                    tables = self.tables
+                    next_from, done = self.next_use_from, self.done
+                    for r in victims:
+                        consumers = tables.consumers.get(r)
+                        if consumers is None:
+                            consumers = tables.root_consumers(r)
+                        j, n = next_from.get(r, 0), len(consumers)
+                        while j < n and done[consumers[j]]:
+                            j += 1
+                        next_from[r] = j
+                        uses.append(consumers[j] if j < n else 1 << 60)
+                i = uses.index(max(uses))  # the first with the furthest next use
                 del uses[i]
             else:
                 i = 0
@@ -995,17 +1000,6 @@ class Scheduler:
 
         return place_page(self, task, ready, (ScheduledTask, Transfer, MemoryTrace, ScheduleError))
 
-    def _next_use(self, root: int) -> int:
-        consumers = self.tables.consumers.get(root)
-        if consumers is None:
-            consumers = self.tables.root_consumers(root)
-        # tasks only ever become scheduled, so the scan resumes where it stopped last time
-        i = self.next_use_from.get(root, 0)
-        done = self.done
-        while i < len(consumers) and done[consumers[i]]:
-            i += 1
-        self.next_use_from[root] = i
-        return consumers[i] if i < len(consumers) else 1 << 60
 
 
 NOTHING: frozenset[int] = frozenset()
