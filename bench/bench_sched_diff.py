@@ -11,6 +11,14 @@ every transfer and every memory trace (capacity and sorted events) of the two sc
 objectives `Evaluator.evaluate` returns with those of the old schedule, and the error message
 when a candidate fails. Prints the number of candidates compared and mismatches per case; exit
 status 1 on any mismatch.
+
+    python bench/bench_sched_diff.py --old DIR --time 8 [--count 12] [--models ...] [--targets ...]
+
+times instead: per model, target and kind, CPU ms per schedule and objectives of the old
+scheduler (`run()` and the objectives from its `Schedule`) and of this one (`run_summary()`, as
+`Evaluator.evaluate` scores), on the same `--count` candidates' graphs (extracted beforehand,
+per-graph tables rebuilt in every round as for the new graphs of a search), rounds interleaved,
+the minimum over rounds; and the ratio.
 """
 
 from __future__ import annotations
@@ -126,6 +134,41 @@ def compare(old, ev, c, old_memo) -> str:
     return ""
 
 
+def timing(old, ev, cands, rounds: int) -> tuple[float, float]:
+    """(old, new) CPU ms per schedule + objectives, minimum over interleaved rounds."""
+    from monet_ir.explore.evaluate import evaluation_of_schedule
+    from monet_ir.schedule.mapping import Allocation
+    from monet_ir.schedule.scheduler import Scheduler, ScheduleMemo
+
+    jobs = []
+    for c in cands:
+        if ev.evaluate(c).error:
+            continue
+        g = ev.graph(c)
+        allocation = Allocation(dict(c.allocation), "explore") if c.allocation else None
+        jobs.append((g, allocation, *ev.prices.functions(g.tasks)))
+    memos = {"old": old.ScheduleMemo(), "new": ScheduleMemo()}
+
+    def run_old(g, allocation, can_run, cost_of):
+        s = old.Scheduler(g, ev.target, allocation, cost_of=cost_of, can_run=can_run, memo=memos["old"]).run()
+        old_objectives(s)
+
+    def run_new(g, allocation, can_run, cost_of):
+        evaluation_of_schedule(Scheduler(g, ev.target, allocation, cost_of=cost_of, can_run=can_run,
+                                         memo=memos["new"]).run_summary())
+
+    best = {"old": math.inf, "new": math.inf}
+    for r in range(rounds + 1):  # round 0 warms the price memos
+        for name, fn in (("old", run_old), ("new", run_new)) if r % 2 else (("new", run_new), ("old", run_old)):
+            memos[name].graphs.clear()
+            t0 = time.process_time()
+            for job in jobs:
+                fn(*job)
+            if r:
+                best[name] = min(best[name], (time.process_time() - t0) / max(1, len(jobs)) * 1e3)
+    return best["old"], best["new"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", type=Path, required=True, metavar="DIR")
@@ -133,6 +176,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     parser.add_argument("--targets", nargs="*", default=["tpu_like_quad_core", "hetero_chip", "cortex_a_board"])
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--time", type=int, default=0, metavar="ROUNDS", help="time the schedulers instead")
     args = parser.parse_args()
     from bench_explore import random_candidate
 
@@ -167,6 +211,12 @@ def main() -> None:
                                                                                      fuse=0.5)))
                         else:
                             cands.append(random_candidate(ev, rng, fusion=fusion, fuse=0.5))
+                    if args.time:
+                        was, now = timing(old, ev, cands, args.time)
+                        tasks = sum(len(ev.graph(c).tasks) for c in cands) / len(cands)
+                        print(f"{name} on {target}, {kind} ({tasks:.0f} tasks): old {was:.2f} ms, this {now:.2f} ms "
+                              f"per schedule and objectives, ratio {was / now:.2f}x", flush=True)
+                        continue
                     # the same graphs again under other allocations (warm tables)
                     cands += [dataclasses.replace(c, allocation=cands[-1].allocation) for c in cands[:3]]
                     for c in cands:
@@ -180,7 +230,8 @@ def main() -> None:
                     bad += mismatches
                     print(f"{name} on {target}, {kind}: {n} candidates ({failed} failing alike), "
                           f"{mismatches} mismatches  [{time.perf_counter() - t0:.0f} s]", flush=True)
-    print("zero mismatches" if not bad else f"{bad} MISMATCHES")
+    if not args.time:
+        print("zero mismatches" if not bad else f"{bad} MISMATCHES")
     sys.exit(1 if bad else 0)
 
 
