@@ -156,8 +156,13 @@ def _bench_model(name: str, path: Path, args: argparse.Namespace) -> None:
         print(f"  load average before the search {before}, after {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
               f"({os.cpu_count()} CPUs)")
         per = result.seconds / max(1, result.evaluations)
+        import hashlib
+
+        digest = hashlib.sha256(repr([(g, result.objectives(g)) for g in result.front]).encode()).hexdigest()[:16]
         print(f"  search {pop} x {gens} ({args.genes}, {args.jobs} job(s)): {result.evaluations} evaluations in "
-              f"{result.seconds:.1f} s wall, {per * 1e3:.1f} ms wall per evaluation, {len(result.front)} Pareto points")
+              f"{result.seconds:.1f} s wall, {per * 1e3:.1f} ms wall per evaluation, {len(result.front)} Pareto points "
+              f"(front digest {digest}, chosen {hashlib.sha256(repr(result.best()).encode()).hexdigest()[:8]}: "
+              f"the same for the same search before and after a change)")
         evaluating = workers + (cpu if args.jobs == 1 else 0.0)
         print(f"  CPU: {evaluating:.1f} s evaluating ({evaluating / max(1, result.evaluations) * 1e3:.1f} ms per "
               f"evaluation{', in the worker processes' if args.jobs > 1 else ''}), {cpu if args.jobs > 1 else 0.0:.1f} s in "
