@@ -88,3 +88,24 @@ def test_layout_reads_the_pieces_meeting_the_rows():
     assert layout.overlapping((2, (2, 7))) == (0, 1, 2)
     assert layout.overlapping((2, (8, 9))) == (4,)  # the empty piece [8, 8) meets nothing
     assert layout.overlapping((1, (0, 1))) == (0, 1, 2, 3, 4)  # another axis: every piece
+
+
+def test_paged_values_in_program_order_as_the_report_reads_them():
+    """A candidate paging several nodes gets its page tasks in program order, the order in
+    which `monet report --checkpoint plan=FILE.json` reads the plan's marks (not a set's)."""
+    from monet_ir.explore.evaluate import apply_plan
+
+    ev = Evaluator(StepConfig(str(DATA / "models" / "mlp_b4.onnx"), "cortex_a_board"))
+    c = Candidate(paged=("loss", "/Relu"))
+    planned = ev.graph(c)
+    module = ev.module.clone()
+    apply_plan(module, c)
+    reported = extract(ir_graph.step_function(module), bits=ev.bits)
+
+    def shape(g):
+        return ([(t.op, t.phase, t.reads, t.writes, sorted(t.preds), t.page) for t in g.tasks],
+                [(x.name, x.bytes, x.kind, x.producer, x.consumers, x.root) for x in g.tensors])
+
+    pages = [t for t in planned.tasks if t.page == "out"]
+    assert len(pages) == 2 and pages[0].reads[0] < pages[1].reads[0]  # /Relu's result, then the loss's
+    assert shape(planned) == shape(reported)
