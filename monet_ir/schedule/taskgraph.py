@@ -328,10 +328,16 @@ class _Extractor:
                 known = self.compiled(item)
             _, _, _, _, name, node, sig, view, roles_of, in_place_values, const, outs = known
             # `add_op`, inline
-            reads = parts[operands[0]][0] if len(operands) == 1 else tuple([t for v in operands for t in parts[v][0]])
+            count = len(operands)
+            if count == 1:
+                reads = parts[operands[0]][0]
+            elif count == 2:
+                reads = parts[operands[0]][0] + parts[operands[1]][0]
+            else:
+                reads = tuple([t for v in operands for t in parts[v][0]])
             index = len(tasks)
             preds: set[int] = set()
-            for t in (dict.fromkeys(reads) if len(reads) > 1 else reads):
+            for t in (reads if len(reads) < 2 or (len(reads) == 2 and reads[0] != reads[1]) else dict.fromkeys(reads)):
                 tensor = tensors[t]
                 tensor.consumers.append(index)
                 if tensor.producer is not None:
