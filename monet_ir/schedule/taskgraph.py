@@ -22,6 +22,7 @@ candidate without rewriting IR. `ExtractCache` keeps what it reads from ops acro
 from __future__ import annotations
 
 from collections import OrderedDict
+from operator import itemgetter
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -236,13 +237,13 @@ class ExtractCache:
 class _Prefix:
     """The extractor's state after a program's leading forward ops. Its tasks are shared by
     every graph extracted from it (nothing changes a task once the ops after it are added, but
-    for the stack pacing, which adds the same dependencies each time); its tensors are copied
-    (later readers append to their consumers)."""
+    for the stack pacing, which adds the same dependencies each time); its tensors are kept as
+    their fields and made anew for each graph (later readers append to their consumers)."""
 
     ops: list[Operation]
     tilings: list[Any]
     tasks: list[Task]
-    tensors: list[TensorInfo]
+    tensors: list[tuple]  # each tensor's fields (its consumers as a tuple)
     parts: dict[Hashable, tuple[tuple[int, ...], _Layout | None]]
     stacks: dict[int, list[list[int]]]
     hints: dict[Hashable, tuple[int, int]]
@@ -426,7 +427,8 @@ class _Extractor:
     def save(self, leading: list[ProgramOp], key: Hashable) -> None:
         prefixes = self.cache.prefixes
         prefixes[key] = _Prefix([item.op for item in leading], [item.tiling for item in leading],
-                                list(self.tasks), _copy_tensors(self.tensors),
+                                list(self.tasks), [(t.id, t.name, t.bytes, t.kind, t.persistent, t.producer,
+                                                    tuple(t.consumers), t.root) for t in self.tensors],
                                 dict(self.parts), {k: list(v) for k, v in self.stacks.items()},
                                 self.hints_within(self.parts))
         if len(prefixes) > self.cache.prefix_limit:
@@ -448,7 +450,8 @@ class _Extractor:
             return 0
         self.cache.prefixes.move_to_end(key)
         self.tasks = list(prefix.tasks)
-        self.tensors = _copy_tensors(prefix.tensors)
+        self.tensors = [TensorInfo(tid, name, nbytes, kind, persistent, producer, list(consumers), root)
+                        for tid, name, nbytes, kind, persistent, producer, consumers, root in prefix.tensors]
         self.parts = dict(prefix.parts)
         self.stacks = {k: list(v) for k, v in prefix.stacks.items()}
         return len(prefix.ops)
@@ -684,17 +687,23 @@ class _Extractor:
         bases = [(f"{hint}{item.suffix}" if hint else facts.node, nbytes)
                  for hint, nbytes in zip(facts.result_names, facts.result_bytes, strict=True)]
         full = plan.full
+        # the operands' tensors are read from their concatenation (`add_tiles`): where each starts
+        offsets = [0]
+        for stored, _ in values:
+            offsets.append(offsets[-1] + len(stored))
         template = []
         for (lo, hi), needed_rows, tile_sig in zip(plan.bounds, plan.needed, plan.sigs, strict=True):
-            picks: list[tuple[int, int]] = []
+            picks: list[int] = []
             roles: list[str] = []
             for k, ((stored, layout), needed) in enumerate(zip(values, needed_rows, strict=True)):
                 found = range(len(stored)) if needed is None or layout is None else layout.overlapping(needed)
-                picks += [(k, i) for i in found]
+                picks += [offsets[k] + i for i in found]
                 if k < len(operand_roles):
                     roles += [operand_roles[k]] * len(found)
             outs = tuple((f"{base}[{lo}:{hi}]", -(-nbytes * (hi - lo) // full)) for base, nbytes in bases)
-            template.append((tuple(picks), tuple(roles), tile_sig, outs))
+            # a getter returning the tuple of the picked tensors (itemgetter returns a lone item bare)
+            getter = itemgetter(*picks) if len(picks) > 1 else _single_getter(picks[0]) if picks else _no_reads
+            template.append((getter, tuple(roles), tile_sig, outs))
         self.templates[key] = template
         return template
 
@@ -702,14 +711,16 @@ class _Extractor:
                   results: list, barrier_preds: list[int]) -> list[int]:
         """The tile tasks of an op whose operands are distinct values (no tensor is read twice)."""
         template = self.tile_template(item, facts, plan, values)
-        stored = [v[0] for v in values]
+        flat = values[0][0]
+        for stored, _ in values[1:]:
+            flat = flat + stored
         tasks, tensors = self.tasks, self.tensors
         name, node, phase, position = facts.name, facts.node, item.phase, self.position
         result_role = facts.roles[1] if facts.roles is not None else None
         tile_tasks = []
-        for picks, roles, tile_sig, outs in template:
+        for getter, roles, tile_sig, outs in template:
             index = len(tasks)
-            reads = tuple([stored[k][i] for k, i in picks])
+            reads = getter(flat)
             preds: set[int] = set()
             for t in reads:
                 tensor = tensors[t]
@@ -773,13 +784,16 @@ LOOP_NEST_ROLES = {
 }
 
 
+def _single_getter(index: int):
+    return lambda flat: (flat[index],)
+
+
+def _no_reads(flat: tuple) -> tuple:
+    return ()
+
+
 def _roles_of(op: Operation) -> tuple[tuple[str, ...], str] | None:
     return LOOP_NEST_ROLES.get(op.name)
-
-
-def _copy_tensors(tensors: list[TensorInfo]) -> list[TensorInfo]:
-    return [TensorInfo(t.id, t.name, t.bytes, t.kind, t.persistent, t.producer, list(t.consumers), t.root)
-            for t in tensors]
 
 
 def _pace_stacks(tasks: list[Task], stacks: dict[int, list[list[int]]]) -> None:
