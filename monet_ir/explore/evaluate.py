@@ -425,7 +425,10 @@ class Evaluator:
         self._graphs[Candidate().graph_key] = base
         self.checkpoint_genes = find_checkpoint_genes(self.checkpoint_problem)
         self.allocation_genes = find_allocation_genes(base, self.target, self.prices)
-        self.fusion_genes = find_fusion_genes(ir_graph.step_function(self.module), self.target)
+        # under an MX policy the stacks are fused after `quantize` (see `quantized_graph`), whose casts
+        # sit between the ops: the genes are the stacks fuse-layers accepts in that step
+        stacked = self.module if not self.quantize else self.quantized_module(Candidate())
+        self.fusion_genes = find_fusion_genes(ir_graph.step_function(stacked), self.target)
 
     # -------------------------------------------------------------- graphs
 
@@ -524,9 +527,16 @@ class Evaluator:
         """The task graph of a candidate under an MX policy, from the passes themselves, in
         `monet report`'s order: `activation-checkpoint`, `quantize`, `fuse-layers` on a clone
         of the step (slower than the planned graphs of `graph`, which do not know the casts)."""
-        from passes.quantize import QuantizePass
-
         from monet_ir.schedule.taskgraph import extract
+
+        module = self.quantized_module(candidate)
+        if candidate.fusion:
+            apply_fusion(module, candidate.fusion, candidate.tiles, self.config.target)
+        return extract(ir_graph.step_function(module), bits=self.bits)
+
+    def quantized_module(self, candidate: Candidate) -> ModuleOp:
+        """A clone of the step with the candidate's checkpoint plan and then `quantize` applied."""
+        from passes.quantize import QuantizePass
 
         module = self.module.clone()
         if candidate.pages:
@@ -534,9 +544,7 @@ class Evaluator:
         else:
             apply_checkpoint(module, candidate.recompute)
         QuantizePass(policy=self.quantize).apply(Context(), module)
-        if candidate.fusion:
-            apply_fusion(module, candidate.fusion, candidate.tiles, self.config.target)
-        return extract(ir_graph.step_function(module), bits=self.bits)
+        return module
 
     def variant(self, precision: str | None) -> Evaluator:
         """The evaluator of the same step under another precision policy (built once, on first

@@ -108,3 +108,18 @@ def test_resume_with_the_precision_gene(tmp_path, capsys):
     # another list of policies is another genome: refused
     assert _monet(*common[:7], "mxint8", *common[8:], "--generations", "3", "--resume", str(part)) == 1
     assert "genome differs" in capsys.readouterr().err
+
+
+def test_fusion_genes_under_an_mx_policy_are_stacks_fuse_layers_accepts_after_quantize(tmp_path):
+    """Candidates are fused after `quantize` (as `monet report` does), whose casts sit between the
+    ops: genes found on the unquantized step named stacks the pass then refused, so every fused
+    candidate on an MX target failed. Fusing every gene now schedules, as `monet report` does."""
+    bottleneck = str(Path(__file__).resolve().parents[1] / "data" / "corpus" / "resnet_bottleneck.ts.op15.onnx")
+    ev = Evaluator(StepConfig(bottleneck, TARGET))
+    assert ev.quantize and ev.fusion_genes
+    candidate = Candidate(fusion=tuple(g.spec for g in ev.fusion_genes), tiles=2)
+    point = ev.evaluate(candidate)
+    assert point.error == "" and point.latency_cycles < float("inf")
+    report = _report(report_command(ev.config, candidate, str(tmp_path / "r"), None))
+    assert report["latency_cycles"] == point.latency_cycles
+    assert report["energy_pj"] == point.energy_pj
