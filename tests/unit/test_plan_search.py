@@ -11,13 +11,18 @@ import pytest
 MODELS = Path(__file__).resolve().parents[1] / "data" / "models"
 
 
-def test_plan_search_finds_the_fastest_fitting_plan(tmp_path, capsys):
+def _monet(argv: list[str]) -> int:
+    """Runs `monet ARGV` as a user would; its exit status."""
     from monet_ir.tools.monet import main
 
     with pytest.raises(SystemExit) as code:
-        main(["plan", str(MODELS / "mlp_b4.onnx"), "--system", "2x2_edge_npu", "--microbatches", "1,4",
-              "--zero", "0,3", "--tp", "1", "--out", str(tmp_path)])
-    assert code.value.code == 0
+        main(argv)
+    return code.value.code
+
+
+def test_plan_search_finds_the_fastest_fitting_plan(tmp_path, capsys):
+    assert _monet(["plan", str(MODELS / "mlp_b4.onnx"), "--system", "2x2_edge_npu", "--microbatches", "1,4",
+                   "--zero", "0,3", "--tp", "1", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "plans.json").read_text())
     plans = [p for p in result["plans"] if not p["error"]]
     assert {(p["dp"], p["pp"]) for p in plans} == {(4, 1), (2, 2), (1, 4)}
@@ -34,21 +39,14 @@ def test_plan_search_finds_the_fastest_fitting_plan(tmp_path, capsys):
 
 
 def test_plan_search_rejects_bad_counts(tmp_path, capsys):
-    from monet_ir.tools.monet import main
-
-    with pytest.raises(SystemExit) as code:
-        main(["plan", str(MODELS / "mlp_b4.onnx"), "--system", "2x2_edge_npu", "--microbatches", "x", "--out", str(tmp_path)])
-    assert code.value.code == 1
+    assert _monet(["plan", str(MODELS / "mlp_b4.onnx"), "--system", "2x2_edge_npu", "--microbatches", "x",
+                   "--out", str(tmp_path)]) == 1
     assert "--microbatches x: expected positive integers" in capsys.readouterr().err
 
 
 def test_plan_search_over_tensor_parallelism(tmp_path, capsys):
-    from monet_ir.tools.monet import main
-
-    with pytest.raises(SystemExit) as code:
-        main(["plan", str(MODELS / "mlp_b4.onnx"), "--system", "2x2_edge_npu", "--microbatches", "2",
-              "--zero", "0", "--tp", "1,2,4", "--out", str(tmp_path)])
-    assert code.value.code == 0
+    assert _monet(["plan", str(MODELS / "mlp_b4.onnx"), "--system", "2x2_edge_npu", "--microbatches", "2",
+                   "--zero", "0", "--tp", "1,2,4", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "plans.json").read_text())
     plans = [p for p in result["plans"] if not p["error"]]
     assert {(p["dp"], p["tp"], p["pp"]) for p in plans} == {
@@ -69,12 +67,8 @@ def test_plan_search_over_tensor_parallelism(tmp_path, capsys):
 
 
 def test_explore_search_parallel_is_the_plan_search(tmp_path, capsys):
-    from monet_ir.tools.monet import main
-
-    with pytest.raises(SystemExit) as code:
-        main(["explore", str(MODELS / "lenet5_b4.onnx"), "--system", "2x2_edge_npu", "--search", "parallel",
-              "--microbatches", "1", "--zero", "0", "--out", str(tmp_path)])
-    assert code.value.code == 0
+    assert _monet(["explore", str(MODELS / "lenet5_b4.onnx"), "--system", "2x2_edge_npu", "--search", "parallel",
+                   "--microbatches", "1", "--zero", "0", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "plans.json").read_text())
     assert json.loads((tmp_path / "front.json").read_text()) == result["front"]
     # LeNet-5's 6 channels: tp=2 splits, tp=4 does not (one line, every plan with tp=4)
@@ -93,10 +87,6 @@ def test_explore_search_parallel_is_the_plan_search(tmp_path, capsys):
     (["--search", "parallel", "--system", "2x2_edge_npu", "--tp", "3"], "--tp 3: 3 does not divide the 4 chips"),
 ])
 def test_explore_parallel_errors(tmp_path, capsys, argv, message):
-    from monet_ir.tools.monet import main
-
-    with pytest.raises(SystemExit) as code:
-        main(["explore", str(MODELS / "mlp_b4.onnx"), "--out", str(tmp_path)] + argv)
-    assert code.value.code == 1
+    assert _monet(["explore", str(MODELS / "mlp_b4.onnx"), "--out", str(tmp_path)] + argv) == 1
     err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("[")]
     assert len(err) == 1 and message in err[0], err

@@ -237,13 +237,17 @@ def _arguments(fn, rng_seed: int = 0) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("model,tp", [("mlp_b4.onnx", 4), ("lenet5_b4.onnx", 2), ("gpt2_small_b1.onnx", 2)])
 def test_the_split_step_computes_the_whole_steps_loss_and_update(model, tp):
+    assert_split_step_computes_the_whole_steps_loss_and_update(MODELS / model, tp)
+
+
+def assert_split_step_computes_the_whole_steps_loss_and_update(path: Path, tp: int) -> None:
     from monet_ir.parallel.tensor import select
 
-    whole_module = _step(str(MODELS / model), "sgd").clone()
+    whole_module = _step(str(path), "sgd").clone()
     whole_fn = graph.step_function(whole_module)
     sel = select(whole_fn, tp)
     by_name = {graph.arg_info(a).name: (ax, sel.blocks.get(a, 1)) for a, ax in sel.split_params.items()}
-    split_fn = graph.step_function(split_step(MODELS / model, "sgd", tp=tp))
+    split_fn = graph.step_function(split_step(path, "sgd", tp=tp))
     infos = graph.arg_infos(whole_fn)
     full = _arguments(whole_fn)
     chips = []
@@ -372,13 +376,7 @@ def test_separate_q_k_v_projections_share_one_backward_all_reduce(tmp_path):
 
 
 def test_separate_q_k_v_block_computes_the_whole_steps_update(tmp_path):
-    global MODELS
-    path = separate_qkv_block(tmp_path / "block.onnx")
-    saved, MODELS = MODELS, tmp_path
-    try:
-        test_the_split_step_computes_the_whole_steps_loss_and_update("block.onnx", 2)
-    finally:
-        MODELS = saved
+    assert_split_step_computes_the_whole_steps_loss_and_update(separate_qkv_block(tmp_path / "block.onnx"), 2)
 
 
 def test_tensor_parallel_groups_sit_inside_a_node():
@@ -448,16 +446,11 @@ def residual_conv_block(path: Path) -> Path:
 
 
 def test_a_residual_conv_block_splits_channels_and_computes_the_same_update(tmp_path):
-    global MODELS
     path = residual_conv_block(tmp_path / "resblock.onnx")
     fn = graph.step_function(split_step(path, tp=2))
     ops = collectives(fn)
     assert {op.name for op in ops} == {"collective.all_reduce"}
-    saved, MODELS = MODELS, tmp_path
-    try:
-        test_the_split_step_computes_the_whole_steps_loss_and_update("resblock.onnx", 2)
-    finally:
-        MODELS = saved
+    assert_split_step_computes_the_whole_steps_loss_and_update(path, 2)
 
 
 def test_exposed_time_per_group():
