@@ -418,16 +418,18 @@ class Evaluator:
         self.base_signatures = {op: signature_of(op, self.bits)
                                 for op in ir_graph.compute_ops(ir_graph.step_function(self.module))}
         if self.quantize:
-            base = self.quantized_graph(Candidate())
+            # the store-all step after `quantize` (`quantized_graph` without fusion); under an MX
+            # policy candidates are fused in such a step, with quantize's casts between the ops
+            stacked = self.quantized_module(Candidate())
+            base = extract(ir_graph.step_function(stacked), bits=self.bits)
         else:
+            stacked = self.module
             base = extract(ir_graph.step_function(self.module), bits=self.bits, signatures=self.base_signatures,
                            cache=self._extract_cache)
         self._graphs[Candidate().graph_key] = base
         self.checkpoint_genes = find_checkpoint_genes(self.checkpoint_problem)
         self.allocation_genes = find_allocation_genes(base, self.target, self.prices)
-        # under an MX policy the stacks are fused after `quantize` (see `quantized_graph`), whose casts
-        # sit between the ops: the genes are the stacks fuse-layers accepts in that step
-        stacked = self.module if not self.quantize else self.quantized_module(Candidate())
+        # the stacks fuse-layers accepts in the step candidates are fused in
         self.fusion_genes = find_fusion_genes(ir_graph.step_function(stacked), self.target)
 
     # -------------------------------------------------------------- graphs
