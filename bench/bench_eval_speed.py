@@ -16,6 +16,11 @@ random candidates, the same list in every process:
 - every gene: a random recompute set, allocation, fused stacks (each stack fused with
   probability 0.5, as a random genome) and tile count (target ≤ 20 ms).
 
+- search's candidates (`--candidates FILE.json`, written by `bench_explore.py --search 64 50
+  --genes all --record FILE.json`): every `--every`-th candidate a real search evaluated, after
+  warming up on as many others; a converged search evaluates far larger graphs than random
+  genomes (most stacks fused, 16 tiles), and its time follows their mean, printed too.
+
 `--stage graph` times only the candidates' task graphs (`Evaluator.graph`: the checkpoint and
 fusion passes' plans and the extraction), each built afresh.
 
@@ -42,14 +47,14 @@ MODELS = {
     "resnet18_b1": REPO / "examples" / "models" / "resnet18_b1.onnx",
     "gpt2_small_b8": SHARED / "models" / "gpt2_small_b8.onnx",
 }
-TARGETS_MS = {"layer by layer": 10.0, "every gene": 20.0}
+TARGETS_MS = {"layer by layer": 10.0, "every gene": 20.0, "search's candidates": 20.0}
 
 CHILD = r"""
 import json, random, statistics, sys, time
 from monet_ir.explore.evaluate import Evaluator, StepConfig, tuned_collection
 
 model, target, samples, warmup, bench = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-stage = sys.argv[6]
+stage, candidates_file, every = sys.argv[6], sys.argv[7], int(sys.argv[8])
 path = list(sys.path)
 sys.path.insert(0, bench)  # this checkout's bench/: the candidate generator is the same for both checkouts
 from bench_explore import random_candidate
@@ -58,34 +63,55 @@ sys.path[:] = path  # (bench_explore puts its checkout first: the passes, target
 def candidate(ev, rng, fusion):
     return random_candidate(ev, rng, fusion=fusion, fuse=0.5)
 
+def recorded(path, every, warmup):
+    # (warm-up, timed) candidates of a recorded search: every `every`-th, and others between
+    # them to warm up on (never the same ones: a seen candidate's graph is cached)
+    from monet_ir.explore.evaluate import Candidate
+    rows = json.loads(open(path).read())
+    def of(row):
+        return Candidate(tuple(row["recompute"]), tuple((n, tuple(c)) for n, c in row["allocation"]),
+                         tuple(row["fusion"]), row["tiles"], row["precision"], tuple(row["paged"]), tuple(row["stored"]))
+    return [of(r) for r in rows[every // 2::every][:warmup]], [of(r) for r in rows[::every]]
+
+def timed(ev, cands):
+    times, cpu, tasks = [], [], []
+    for c in cands:
+        if stage == "graph":
+            ev._graphs.clear()  # (the graphs it frees are not timed)
+        t0, c0 = time.perf_counter(), time.process_time()
+        ev.graph(c) if stage == "graph" else ev.evaluate(c)
+        cpu.append((time.process_time() - c0) * 1e3)
+        times.append((time.perf_counter() - t0) * 1e3)
+        tasks.append(len(ev.graph(c).tasks))
+    return {"ms": statistics.median(times), "cpu": statistics.median(cpu), "tasks": statistics.median(tasks),
+            "cpu_mean": statistics.mean(cpu), "count": len(cands)}
+
 out = {}
 with tuned_collection():
     ev = Evaluator(StepConfig(model, target))
+    if candidates_file:
+        warm, cands = recorded(candidates_file, every, warmup)
+        for c in warm:
+            ev.evaluate(c)
+        out["search's candidates"] = timed(ev, cands)
+        print(json.dumps(out))
+        sys.exit(0)
     for kind, fusion in (("layer by layer", False), ("every gene", True)):
         if fusion and not ev.fusion_genes:
             continue
         rng = random.Random(1)
         for _ in range(warmup if fusion else 5):  # warm-up: the cost model prices the ops (and fused tiles)
             ev.evaluate(candidate(ev, rng, fusion))
-        times, cpu, tasks = [], [], []
-        for _ in range(samples):
-            c = candidate(ev, rng, fusion)
-            if stage == "graph":
-                ev._graphs.clear()  # (the graphs it frees are not timed)
-            t0, c0 = time.perf_counter(), time.process_time()
-            ev.graph(c) if stage == "graph" else ev.evaluate(c)
-            cpu.append((time.process_time() - c0) * 1e3)
-            times.append((time.perf_counter() - t0) * 1e3)
-            tasks.append(len(ev.graph(c).tasks))
-        out[kind] = {"ms": statistics.median(times), "cpu": statistics.median(cpu), "tasks": statistics.median(tasks)}
+        out[kind] = timed(ev, [candidate(ev, rng, fusion) for _ in range(samples)])
 print(json.dumps(out))
 """
 
 
-def run_child(checkout: Path, model: Path, target: str, samples: int, warmup: int, stage: str = "evaluation") -> dict:
+def run_child(checkout: Path, model: Path, target: str, samples: int, warmup: int, stage: str = "evaluation",
+              candidates: Path | None = None, every: int = 1) -> dict:
     env = dict(os.environ, PYTHONPATH=str(checkout), OPENBLAS_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", CHILD, str(model), target, str(samples), str(warmup),
-                           str(Path(__file__).resolve().parent), stage], env=env,
+                           str(Path(__file__).resolve().parent), stage, str(candidates or ""), str(every)], env=env,
                           cwd=str(checkout), capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{checkout}: failed:\n{proc.stderr[-2000:]}")
@@ -109,7 +135,15 @@ def main() -> None:
     parser.add_argument("--stage", choices=("evaluation", "graph"), default="evaluation",
                         help="graph: time only the candidate's task graph (`Evaluator.graph`: the passes' plans and the "
                              "extraction), not its schedule")
+    parser.add_argument("--candidates", type=Path, default=None, metavar="FILE.json",
+                        help="time the candidates a real search evaluated (bench_explore.py --record) instead of "
+                             "random ones, on the first of --models")
+    parser.add_argument("--every", type=int, default=25,
+                        help="with --candidates: time every N-th recorded candidate (after warming up on as many "
+                             "others, up to --warmup)")
     args = parser.parse_args()
+    if args.candidates:
+        args.models = args.models[:1]
     checkouts = [("this", REPO)] + ([("other", args.vs.resolve())] if args.vs else [])
     print(f"load average before: {load()} ({os.cpu_count()} CPUs)")
     for name in args.models:
@@ -120,7 +154,8 @@ def main() -> None:
         runs: dict[str, list[dict]] = {label: [] for label, _ in checkouts}
         for _ in range(args.rounds):
             for label, checkout in (checkouts if _ % 2 == 0 else checkouts[::-1]):
-                runs[label].append(run_child(checkout, path, args.target, args.samples, args.warmup, args.stage))
+                runs[label].append(run_child(checkout, path, args.target, args.samples, args.warmup, args.stage,
+                                             args.candidates, args.every))
         for kind, target_ms in TARGETS_MS.items():
             if kind not in runs["this"][0]:
                 continue
@@ -133,9 +168,16 @@ def main() -> None:
                 what = "per task graph" if args.stage == "graph" else "per evaluation"
                 line = (f"{name} {kind} ({runs['this'][0][kind]['tasks']:.0f} tasks, median): this "
                         f"{this:.1f} ms {unit} {what} [{each('this')}]")
+                if field == "cpu" and kind == "search's candidates":
+                    # a search's time follows the mean: a few large candidates weigh more than in the median
+                    mean = statistics.median(r[kind]["cpu_mean"] for r in runs["this"])
+                    line += f" (mean {mean:.1f} ms over {runs['this'][0][kind]['count']} candidates)"
                 if args.vs:
                     other = statistics.median(r[kind][field] for r in runs["other"])
                     line += f", other {other:.1f} ms [{each('other')}], ratio {other / this:.2f}x"
+                    if field == "cpu" and kind == "search's candidates":
+                        other_mean = statistics.median(r[kind]["cpu_mean"] for r in runs["other"])
+                        line += f" (other's mean {other_mean:.1f} ms, ratio {other_mean / mean:.2f}x)"
                 if args.stage == "graph":
                     print(line, flush=True)  # (the targets are per evaluation)
                     continue

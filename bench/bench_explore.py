@@ -21,6 +21,9 @@ absent), after the cost model has priced every op once (`Evaluator` warm-up):
   and the CPU time: of the worker processes (evaluating), of the search process besides (the
   GA, dispatch), and how busy the jobs were (CPU / (jobs x wall): below 100% the jobs waited
   for a core taken by other processes, for each other at a generation's end, or for the GA).
+  `--record FILE.json` writes the candidates the search evaluated, in order, for
+  `bench_eval_speed.py --candidates FILE.json` (a converged search evaluates far larger
+  candidates than random genomes: most stacks fused, 16 tiles).
 
 Everything runs with the garbage-collection settings of a search (`tuned_collection`).
 """
@@ -151,6 +154,8 @@ def _bench_model(name: str, path: Path, args: argparse.Namespace) -> None:
         result = ga.run_search(ev, population=pop, generations=gens, seed=0, jobs=args.jobs,
                                checkpointing=checkpointing, allocation=allocation, fusion=fusion)
         cpu = time.process_time() - cpu
+        if args.record:
+            record_candidates(args.record, [result.spec.decode(g) for g in result.order])
         after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the worker processes, joined at the search's end
         workers = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
         print(f"  load average before the search {before}, after {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
@@ -182,6 +187,16 @@ def _bench_model(name: str, path: Path, args: argparse.Namespace) -> None:
                   f"{idle_cores * scale / 60:.1f} min on idle cores (early generations repeat fewer genomes)")
 
 
+def record_candidates(path: Path, candidates: list) -> None:
+    """The candidates a search evaluated, in order, as JSON (`bench_eval_speed.py --candidates`
+    times them: a search's candidates are larger than random ones, as it converges on fused stacks)."""
+    import dataclasses
+    import json
+
+    path.write_text(json.dumps([dataclasses.asdict(c) for c in candidates]))
+    print(f"  the {len(candidates)} candidates evaluated written to {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="tpu_like_quad_core")
@@ -191,6 +206,8 @@ def main() -> None:
     parser.add_argument("--genes", default="checkpoint,allocation",
                         help="the search's decisions, as `monet explore --search` (default: layer by layer)")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--record", type=Path, default=None, metavar="FILE.json",
+                        help="write the candidates the search evaluated (for bench_eval_speed.py --candidates)")
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     args = parser.parse_args()
     for name in args.models:
