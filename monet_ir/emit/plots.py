@@ -10,6 +10,9 @@ this module imports only the standard library, so `monet report` draws in its ow
 the summary is out (ResNet-18 b1: a few ms against ≈ 1 s of CPU for matplotlib's import and
 drawing in a second process).
 
+`scatter` draws the searches' plots the same way: `monet explore`'s `pareto.svg` and `monet
+sweep`'s `sweep.svg` (matplotlib's `pareto.png` / `sweep.png` with `--plot-format png`).
+
 Geometry is in pixels of the PNGs' size (80 px per inch). Drawing merges the bars of one row and
 colour that touch within half a pixel and gives every bar at least one pixel, as the rasterized
 PNG shows them; a memory trace with more points than half-pixel columns keeps, per column, its
@@ -62,6 +65,9 @@ class Svg:
              extra: str = "") -> None:
         self.parts.append(f'<line x1="{_num(x1)}" y1="{_num(y1)}" x2="{_num(x2)}" y2="{_num(y2)}" '
                           f'stroke="{stroke}" stroke-width="{width}"{extra}/>')
+
+    def circle(self, cx: float, cy: float, r: float, fill: str, extra: str = "") -> None:
+        self.parts.append(f'<circle cx="{_num(cx)}" cy="{_num(cy)}" r="{_num(r)}" fill="{fill}"{extra}/>')
 
     def path(self, d: str, extra: str) -> None:
         self.parts.append(f'<path d="{d}" {extra}/>')
@@ -172,7 +178,8 @@ class Axes:
             svg.text(cx, cy, ylabel, size=12, extra=f' transform="rotate(-90 {_num(cx)} {_num(cy)})"')
 
     def legend(self, entries: Iterable[tuple[str, str, str]]) -> None:
-        """Entries (label, colour, kind: `patch`, `shade` or `dashed`) in a box at the upper right."""
+        """Entries (label, colour, kind: `patch`, `shade`, `dashed`, `dot` or `star`) in a box at the
+        upper right."""
         entries = list(entries)
         width = 36 + CHAR_PX * 0.9 * max((len(label) for label, _, _ in entries), default=0)
         x0, y0 = self.left + self.width - width - 6, self.top + 6
@@ -183,6 +190,10 @@ class Axes:
             cy = y0 + 12 + 16 * i
             if kind == "dashed":
                 svg.line(x0 + 6, cy, x0 + 26, cy, stroke=color, width=1, extra=' stroke-dasharray="4 2"')
+            elif kind == "dot":
+                svg.circle(x0 + 16, cy, 4, color, ' stroke="#000" stroke-width="0.4"')
+            elif kind == "star":
+                svg.path(_star_path(x0 + 16, cy, 7), f'fill="{color}"')
             else:
                 svg.rect(x0 + 6, cy - 5, 20, 10, color, ' fill-opacity="0.15"' if kind == "shade" else "")
             svg.text(x0 + 32, cy, label, size=10, anchor="start", baseline="central")
@@ -307,6 +318,116 @@ def energy(data: dict[str, Any], path: Path) -> Path:
         svg.text(ax.x(i), ax.top + ax.height + 16, name)
     ax.frame(title=f"energy per training step: {data['energy_pj'] / 1e9:.4g} mJ", ylabel="mJ", xticks=False)
     return svg.write(path)
+
+
+# matplotlib's viridis and plasma colour maps at nine evenly spaced points, interpolated linearly
+COLOR_MAPS = {
+    "viridis": ("#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c", "#28ae80", "#5ec962", "#addc30", "#fde725"),
+    "plasma": ("#0d0887", "#5302a3", "#8b0aa5", "#b83289", "#db5c68", "#f48849", "#febd2a", "#f0f921", "#f0f921"),
+}
+
+
+def map_color(name: str, fraction: float) -> str:
+    """The colour at `fraction` (0..1) of a colour map."""
+    anchors = COLOR_MAPS[name]
+    position = min(max(fraction, 0.0), 1.0) * (len(anchors) - 1)
+    i = min(int(position), len(anchors) - 2)
+    t = position - i
+    a, b = (tuple(int(c[k:k + 2], 16) for k in (1, 3, 5)) for c in anchors[i:i + 2])
+    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b, strict=True))
+
+
+def _star_path(cx: float, cy: float, r: float) -> str:
+    """A five-pointed star of outer radius `r`, pointing up."""
+    corners = []
+    for k in range(10):
+        radius = r if k % 2 == 0 else r * 0.4
+        angle = math.pi / 2 + k * math.pi / 5
+        corners.append(f"{_num(cx + radius * math.cos(angle))} {_num(cy - radius * math.sin(angle))}")
+    return "M" + "L".join(corners) + "z"
+
+
+def scatter(path: Path, title: str, xlabel: str, ylabel: str, points: Sequence[tuple[float, float]],
+            background: Sequence[tuple[float, float]] = (), values: Sequence[float] | None = None,
+            value_label: str = "", color_map: str = "viridis", connect: bool = False,
+            labels: Sequence[tuple[str, float, float]] = (), chosen: tuple[float, float] | None = None,
+            vline: float | None = None, point_label: str = "", background_label: str = "") -> Path:
+    """A scatter plot: `points` coloured by `values` on `color_map` (with a colour bar) or in
+    blue (joined in x order when `connect`), `background` points in grey under them, text
+    `labels` at points, a red star at `chosen`, a dashed red vertical line at `vline`. Points
+    that fall on the same half pixel are drawn once."""
+    width, height = 8 * DPI, 5.5 * DPI
+    svg = Svg(width, height)
+    every = list(points) + list(background) + ([chosen] if chosen else [])
+    xs = [x for x, _ in every] + ([vline] if vline is not None else [])
+    ys = [y for _, y in every]
+    xlim = _padded(min(xs, default=0.0), max(xs, default=1.0))
+    ylim = _padded(min(ys, default=0.0), max(ys, default=1.0))
+    bar = 70 if values is not None else 0
+    left = 6 * CHAR_PX + 50
+    ax = Axes(svg, left, 30, width - left - 20 - bar, height - 80, xlim, ylim)
+    clip = ax.clip_id("plot")
+
+    def dots(pts: Iterable[tuple[float, float]], colors: Iterable[str], r: float, extra: str) -> None:
+        seen = set()
+        for (x, y), color in zip(pts, colors, strict=True):
+            px, py = ax.x(x), ax.y(y)
+            key = (round(px * 2), round(py * 2), color)
+            if key not in seen:
+                seen.add(key)
+                svg.circle(px, py, r, color, extra + f' clip-path="url(#{clip})"')
+
+    entries = []
+    if background:
+        dots(background, ["#d3d3d3"] * len(background), 1.6, "")
+        entries.append((background_label, "#d3d3d3", "dot"))
+    if values is not None and points:
+        lo, hi = min(values), max(values)
+        span = (hi - lo) or 1.0
+        dots(points, [map_color(color_map, (v - lo) / span) for v in values], 3.4, ' stroke="#000" stroke-width="0.4"')
+        entries.append((point_label, map_color(color_map, 0.5), "dot"))
+        _color_bar(svg, ax.left + ax.width + 20, ax.top, ax.height, (lo, hi), value_label, color_map)
+    elif points:
+        if connect:
+            ordered = sorted(points)
+            svg.path("M" + "L".join(f"{_num(ax.x(x))} {_num(ax.y(y))}" for x, y in ordered),
+                     f'fill="none" stroke="{TAB["tab:blue"]}" stroke-width="1.5" clip-path="url(#{clip})"')
+        dots(points, [TAB["tab:blue"]] * len(points), 3.4, "")
+        entries.append((point_label, TAB["tab:blue"], "dot"))
+    for text, x, y in labels:
+        svg.text(ax.x(x) + 4, ax.y(y) - 4, text, size=9, anchor="start")
+    if chosen is not None:
+        svg.path(_star_path(ax.x(chosen[0]), ax.y(chosen[1]), 9), f'fill="{TAB["tab:red"]}"')
+        entries.append(("chosen", TAB["tab:red"], "star"))
+    if vline is not None:
+        px = ax.x(vline)
+        svg.line(px, ax.top, px, ax.top + ax.height, stroke=TAB["tab:red"], width=0.8, extra=' stroke-dasharray="4 2"')
+        entries.append(("budget", TAB["tab:red"], "dashed"))
+    ax.frame(title=title, xlabel=xlabel, ylabel=ylabel)
+    if entries:
+        ax.legend([e for e in entries if e[0]])
+    return svg.write(path)
+
+
+def _color_bar(svg: Svg, left: float, top: float, height: float, limits: tuple[float, float], label: str,
+               color_map: str) -> None:
+    """A vertical colour bar (low values at the bottom) with ticks and a label."""
+    stops = "".join(f'<stop offset="{k / 8:.3f}" stop-color="{map_color(color_map, 1 - k / 8)}"/>' for k in range(9))
+    svg.parts.append(f'<linearGradient id="bar" x1="0" y1="0" x2="0" y2="1">{stops}</linearGradient>')
+    svg.rect(left, top, 14, height, "url(#bar)", ' stroke="#000" stroke-width="0.6"')
+    lo, hi = limits
+    if hi <= lo:
+        hi = lo + 1.0
+    ticks = nice_ticks(lo, hi, most=6)
+    texts, multiplier = tick_labels(ticks)
+    for t, text in zip(ticks, texts, strict=True):
+        py = top + height - (t - lo) / (hi - lo) * height
+        svg.line(left + 14, py, left + 18, py, width=0.8)
+        svg.text(left + 20, py, text, size=9, anchor="start", baseline="central")
+    if multiplier:
+        svg.text(left, top - 4, multiplier, size=9, anchor="start")
+    cx, cy = left + 58, top + height / 2
+    svg.text(cx, cy, label, size=11, extra=f' transform="rotate(90 {_num(cx)} {_num(cy)})"')
 
 
 def write_plots(data: dict[str, Any], out: Path) -> list[Path]:

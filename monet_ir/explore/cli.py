@@ -277,7 +277,7 @@ def run_explore(args: argparse.Namespace) -> None:
         raise
     finally:
         terminal.end()
-    chosen = outputs.write_search(result, config, out, budget, plots=not args.no_plots)
+    chosen = outputs.write_search(result, config, out, budget, plots=None if args.no_plots else args.plot_format)
     lines = [f"MONET exploration: {Path(args.model).name} on {evaluator.target.name} ({objective} objectives)",
              f"  {result.evaluations} evaluations in {result.seconds:.1f} s "
              f"({result.eval_seconds / max(1, result.evaluations) * 1e3:.1f} ms each), "
@@ -303,7 +303,7 @@ def run_explore(args: argparse.Namespace) -> None:
         lines.append("")
         lines.append(exact_comparison(evaluator, result, budget, out, milp, outputs, args))
     files = ("front.csv, front.json, evaluated.csv, chosen.json, search_state.pkl, search.log"
-             + ("" if args.no_plots else ", pareto.png"))
+             + ("" if args.no_plots else f", pareto.{args.plot_format}"))
     lines.append("")
     lines.append(f"  wrote {out}/ {files}" + (", milp.json, milp.csv" if args.exact else ""))
     sys.stdout.write("\n".join(lines) + "\n")
@@ -374,6 +374,6 @@ def run_sweep(args: argparse.Namespace) -> None:
     with backend_session(args, jobs_given=args.jobs > 1):
         rows = sweep.run(args, out, progress=_say)
     sys.stdout.write(sweep.table(rows) + "\n")
-    files = "sweep.csv, sweep.json" + ("" if args.no_plots else ", sweep.png")
+    files = "sweep.csv, sweep.json" + ("" if args.no_plots else f", sweep.{args.plot_format}")
     sys.stdout.write(f"  wrote {out}/ {files}, designs/\n")
 

@@ -79,8 +79,9 @@ def chosen_point(result: SearchResult, budget: int | None) -> tuple[int, ...] | 
 
 
 def write_search(result: SearchResult, config: StepConfig, out: Path, budget: int | None,
-                 plots: bool = True) -> dict[str, Any]:
-    """front.csv, front.json, evaluated.csv, pareto.png, chosen.json (+ chosen_mapping.yaml)."""
+                 plots: str | None = "svg") -> dict[str, Any]:
+    """front.csv, front.json, evaluated.csv, chosen.json (+ chosen_mapping.yaml) and, unless
+    `plots` is None, the front's plot as `pareto.svg` or `pareto.png` (`plots`: the format)."""
     out.mkdir(parents=True, exist_ok=True)
     front = [result.point(g) for g in result.front]
     write_points(front, out / "front.csv", out / "front.json")
@@ -108,13 +109,40 @@ def write_search(result: SearchResult, config: StepConfig, out: Path, budget: in
                                   "fusion": len(result.spec.fusion), "precision": list(result.spec.precisions)},
                         "seeds": {name: result.point(g) for name, g in result.seeds.items()}}
     (out / "chosen.json").write_text(json.dumps(chosen, indent=1) + "\n")
-    if plots:
+    if plots == "png":
         plot_front(result, out / "pareto.png", genome, budget)
+    elif plots is not None:
+        plot_front_svg(result, out / "pareto.svg", genome, budget)
     return chosen
 
 
+def plot_front_svg(result: SearchResult, path: Path, chosen: tuple[int, ...] | None, budget: int | None) -> None:
+    """`plot_front`'s figure as SVG, written directly (milliseconds; matplotlib's import and
+    drawing take about a second)."""
+    from monet_ir.emit.plots import scatter
+
+    schedule = result.objective == "schedule"
+
+    def xy(g):
+        v = result.objectives(g)
+        return (v[2] / 2**20, v[0]) if schedule else (v[1] / 2**20, v[0])
+
+    scatter(path, f"{result.evaluations} evaluations, {len(result.front)} Pareto points",
+            "peak memory, all memories (MiB)" if schedule else "saved activations (MiB)",
+            "latency (cycles)" if schedule else "recompute (cycles)",
+            [xy(g) for g in result.front],
+            background=[xy(g) for g in result.order if result.objectives(g)[0] < 1e29],
+            values=[result.objectives(g)[1] / 1e9 for g in result.front] if schedule else None,
+            value_label="energy (mJ)", connect=not schedule,
+            labels=[(name, *xy(g)) for name, g in result.seeds.items()],
+            chosen=xy(chosen) if chosen is not None else None,
+            vline=budget / 2**20 if budget is not None else None,
+            point_label="Pareto front", background_label="evaluated")
+
+
 def plot_front(result: SearchResult, path: Path, chosen: tuple[int, ...] | None, budget: int | None) -> None:
-    """Memory against latency (or saved bytes against recompute cycles); energy as colour."""
+    """Memory against latency (or saved bytes against recompute cycles); energy as colour
+    (matplotlib PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")

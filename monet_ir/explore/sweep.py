@@ -315,7 +315,7 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
     finally:
         backend.close()
     rows = [rows_by_design[k] for k in range(len(grid))]
-    write(rows, out, plots=not args.no_plots, params=names)
+    write(rows, out, plots=None if args.no_plots else args.plot_format, params=names)
     return rows
 
 
@@ -385,15 +385,33 @@ def write_csv(rows: list[dict[str, Any]], path: Path, params: list[str]) -> None
     os.replace(temporary, path)
 
 
-def write(rows: list[dict[str, Any]], out: Path, plots: bool, params: list[str]) -> None:
+def write(rows: list[dict[str, Any]], out: Path, plots: str | None, params: list[str]) -> None:
+    """sweep.csv, sweep.json and, unless `plots` is None, the plot as `sweep.svg` or `sweep.png`."""
     write_csv(rows, out / "sweep.csv", params)
     (out / "sweep.json").write_text(json.dumps({"parameters": params, "designs": rows}, indent=1) + "\n")
-    if plots:
+    if plots == "png":
         plot(rows, out / "sweep.png")
+    elif plots is not None:
+        plot_svg(rows, out / "sweep.svg")
+
+
+def _plot_title(rows: list[dict[str, Any]], ok: list[dict[str, Any]]) -> str:
+    return f"hardware sweep: {len(ok)} designs" + (f", {len(rows) - len(ok)} failed" if len(ok) < len(rows) else "")
+
+
+def plot_svg(rows: list[dict[str, Any]], path: Path) -> None:
+    """`plot`'s figure as SVG, written directly (no plotting library)."""
+    from monet_ir.emit.plots import scatter
+
+    ok = [r for r in rows if "error" not in r]
+    points = [(r["latency_cycles"], r["energy_pj"] / 1e9) for r in ok]
+    scatter(path, _plot_title(rows, ok), "latency (cycles)", "energy per training step (mJ)", points,
+            values=[r["area_proxy"] for r in ok], value_label="area proxy (MACs + SRAM bytes)", color_map="plasma",
+            labels=[(str(r["design"]), x, y) for r, (x, y) in zip(ok, points, strict=True)])
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
-    """Energy against latency, one point per design, coloured by the area proxy."""
+    """Energy against latency, one point per design, coloured by the area proxy (matplotlib PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -410,7 +428,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
                         xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel("latency (cycles)")
     ax.set_ylabel("energy per training step (mJ)")
-    ax.set_title(f"hardware sweep: {len(ok)} designs" + (f", {len(rows) - len(ok)} failed" if len(ok) < len(rows) else ""))
+    ax.set_title(_plot_title(rows, ok))
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -123,10 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "memory-budget=BYTES, list=NODE,NODE,... or plan=FILE.json (keep/recompute/page "
                              "per saved activation) (the activation-checkpoint pass)")
     report.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
-    report.add_argument("--no-plots", action="store_true", help="skip the plots")
-    report.add_argument("--plot-format", choices=["svg", "png"], default="svg",
-                        help="plots as SVG written directly (default, milliseconds) or as PNG drawn by matplotlib "
-                             "in a second process (about a second of CPU)")
+    _plot_options(report, "in a second process (about a second of CPU)")
     report.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
     sub.add_parser("targets", help="list the built-in targets")
     plan = sub.add_parser("plan", help="the fastest parallel plan (dp x tp x pp x ZeRO x micro-batches) that fits a system")
@@ -152,8 +149,14 @@ def _step_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=1e-3)
     add_precision_options(p)
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    _plot_options(p, "(about a second of CPU)")
     p.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
+
+
+def _plot_options(p: argparse.ArgumentParser, png_cost: str) -> None:
+    p.add_argument("--no-plots", action="store_true", help="skip the plots")
+    p.add_argument("--plot-format", choices=["svg", "png"], default="svg",
+                   help=f"plots as SVG written directly (default, milliseconds) or as PNG drawn by matplotlib {png_cost}")
 
 
 def _plan_options(p: argparse.ArgumentParser) -> None:

@@ -3,6 +3,7 @@ drawn from plain data by modules that load nothing of MONET's pipeline."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -100,3 +101,55 @@ def test_a_long_memory_trace_keeps_each_columns_extremes():
     assert len(levels) < len(points) // 10
     # the lowest and highest level of the whole trace are still drawn
     assert min(levels) == pytest.approx(ax.y(100), abs=0.05) and max(levels) == pytest.approx(ax.y(0), abs=0.05)
+
+
+def _circles(path: Path) -> list[ET.Element]:
+    return list(ET.parse(path).getroot().iter(f"{SVG_NS}circle"))
+
+
+def _plotted(path: Path) -> list[ET.Element]:
+    """The data points with an outline (not the grey background ones, not the legend's)."""
+    return [c for c in _circles(path) if c.get("stroke") == "#000" and c.get("clip-path")]
+
+
+def test_scatter_places_colours_and_thins_points(tmp_path):
+    assert plots.map_color("viridis", 0.0) == "#440154" and plots.map_color("viridis", 1.0) == "#fde725"
+    assert plots.map_color("plasma", -3) == "#0d0887"  # clamped
+    # (1, 10) and (1.000001, 10) fall on the same half pixel: drawn once
+    points = [(1.0, 10.0), (1.000001, 10.0), (2.0, 30.0), (3.0, 20.0)]
+    path = plots.scatter(tmp_path / "s.svg", "title", "x", "y", points, background=[(1.5, 15.0)],
+                         values=[0.0, 0.0, 5.0, 10.0], value_label="energy", chosen=(3.0, 20.0), vline=2.5,
+                         labels=[("seed", 2.0, 30.0)], point_label="front", background_label="evaluated")
+    circles = _circles(path)
+    coloured = _plotted(path)
+    assert [c.get("fill") for c in coloured] == ["#440154", "#21918c", "#fde725"]
+    # data coordinates map to pixels in order: x grows to the right, y upwards
+    xs = [float(c.get("cx")) for c in coloured]
+    ys = [float(c.get("cy")) for c in coloured]
+    assert xs[0] < xs[1] < xs[2] and ys[1] < ys[2] < ys[0]
+    assert len(circles) == 3 + 1 + 2  # the front, the background point, two legend dots
+    texts = _texts(path)
+    assert {"title", "x", "y", "energy", "seed", "front", "evaluated", "chosen", "budget"} <= set(texts)
+    assert any(line.get("stroke-dasharray") for line in ET.parse(path).getroot().iter(f"{SVG_NS}line"))
+
+
+def test_explore_writes_its_front_as_svg_or_png(tmp_path):
+    lenet = REPO / "tests" / "data" / "models" / "lenet5_b4.onnx"
+    base = [sys.executable, "-m", "monet_ir.tools.monet", "explore", str(lenet), "--target", "edge_npu",
+            "--population", "4", "--generations", "1", "--jobs", "1"]
+    run = subprocess.run([*base, "--out", str(tmp_path / "svg")], capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 0, run.stderr
+    out = tmp_path / "svg"
+    assert not list(out.glob("*.png"))
+    front = json.loads((out / "front.json").read_text())
+    chosen = json.loads((out / "chosen.json").read_text())
+    texts = _texts(out / "pareto.svg")
+    assert f"{chosen['search']['evaluations']} evaluations, {len(front)} Pareto points" in texts
+    assert {"peak memory, all memories (MiB)", "latency (cycles)", "energy (mJ)", "Pareto front", "chosen"} <= set(texts)
+    assert 1 <= len(_plotted(out / "pareto.svg")) <= len(front)
+    assert "pareto.svg" in run.stdout
+    run = subprocess.run([*base, "--out", str(tmp_path / "png"), "--plot-format", "png"], capture_output=True,
+                         text=True, cwd=REPO)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "png" / "pareto.png").read_bytes().startswith(PNG)
+    assert not (tmp_path / "png" / "pareto.svg").exists()

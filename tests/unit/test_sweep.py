@@ -68,7 +68,7 @@ def test_sweep_grid(tmp_path, template, capsys):
     assert designs[1]["latency_cycles"] <= designs[0]["latency_cycles"]
     assert designs[2]["area_proxy"] > designs[0]["area_proxy"]
     assert designs[2]["macs"] == 2 * 256 + 16
-    assert (out / "sweep.png").is_file()
+    assert (out / "sweep.svg").is_file() and not (out / "sweep.png").exists()
     loaded = yaml.safe_load((out / "designs" / "design_3.yaml").read_text())
     assert [c["name"] for c in loaded["cores"]] == ["mac0", "mac1", "vec"]
     printed = capsys.readouterr().out
@@ -83,7 +83,7 @@ def test_sweep_section_and_joined_paths(tmp_path, template):
          "--set", "cores.0.array.dims.D1+cores.0.array.dims.D2=8,16"])
     designs = json.loads((out / "sweep.json").read_text())["designs"]
     assert len(designs) == 4
-    assert not (out / "sweep.png").exists()
+    assert not list(out.glob("sweep.*g"))
     small, large = designs[0], designs[2]
     assert small["cores.*.memories.sram.size"] == "128 KiB" and large["cores.*.memories.sram.size"] == "512 KiB"
     assert large["sram_bytes"] > small["sram_bytes"]
