@@ -818,9 +818,35 @@ def _pace_stacks(tasks: list[Task], stacks: dict[int, list[list[int]]]) -> None:
                 tasks[index].preds.add(last[i])
 
 
-def _first_tiles_reached(tasks: list[Task], first: list[int], last: list[int]) -> dict[int, int]:
-    """For each task a last-layer tile depends on, the highest first-layer tile it depends on
-    (-1: none)."""
+def _first_tiles_reached(tasks: list[Task], first: list[int], last: list[int]) -> Mapping[int, int]:
+    """For each last-layer tile, the highest first-layer tile it depends on (-1: none).
+
+    A task's reach is the highest of its own position in the first layer and its predecessors'
+    reaches (those from the stack's first tile on). Tasks come after their predecessors in a
+    graph as extracted, so one pass in index order from the first tile to the last layer's
+    computes every reach; a predecessor that comes later (a task added after the ops, such as
+    a page task) makes it walk the dependencies back instead (`_first_tiles_reached_walk`)."""
+    lowest = min(first)
+    top = max(last)
+    reach = [-1] * (top - lowest + 1)
+    for j, index in enumerate(first):
+        if index <= top:
+            reach[index - lowest] = j
+    for index in range(lowest, top + 1):
+        best = reach[index - lowest]
+        for p in tasks[index].preds:
+            if p >= lowest:
+                if p >= index:
+                    return _first_tiles_reached_walk(tasks, first, last)
+                if reach[p - lowest] > best:
+                    best = reach[p - lowest]
+        reach[index - lowest] = best
+    return {index: reach[index - lowest] for index in last}
+
+
+def _first_tiles_reached_walk(tasks: list[Task], first: list[int], last: list[int]) -> dict[int, int]:
+    """`_first_tiles_reached` by walking back from each last-layer tile (for each task a
+    last-layer tile depends on, the highest first-layer tile it depends on)."""
     position = {index: j for j, index in enumerate(first)}
     lowest = min(first)
     reach: dict[int, int] = {}
