@@ -221,6 +221,10 @@ class ExtractCache:
     pieces: dict[tuple, tuple] = field(default_factory=dict)  # `_Extractor.add_pieces`: per result, its pieces
     page_marks: tuple[Any, bool] | None = None  # (function, whether an op of it has `monet.page` marks)
     tilings: dict[int, tuple] = field(default_factory=dict)  # id(monet.tiling) -> (it, axis, tiles, stack)
+    runs: dict[tuple, Any] = field(default_factory=dict)
+    """Per run of fused ops and the storage of its inputs, its tasks and tensors (`_FusedRun`;
+    None: not recordable, added op by op)."""
+    runs_limit: int = 4096
     reuse: bool = True
     """False: no prefix, tile template or compiled item is used, every op goes through the
     general path (the tests compare both ways)."""
@@ -309,17 +313,24 @@ class _Extractor:
         saving = prefix_key is not None and start == 0 and self.wants_prefix(prefix_key)
         tasks, tensors, parts, hints = self.tasks, self.tensors, self.parts, self.split_hints
         compiled = self.cache.compiled
+        resume = start  # (past the last run of fused ops added)
         for position in range(start, len(program)):
+            if position < resume:
+                continue
             item = program[position]
             op, phase, operands, results, suffix, tiling = item
             if saving and phase != "forward":
                 self.save(program[:position], prefix_key)
                 saving = False
-            # a fused reshape stays a view: its tiles are its operand's tiles
-            if tiling is not None and op.results and not isinstance(op, nn.ReshapeOp):
-                self.position = position
-                self.add_tiled(item, tiling)
-                continue
+            if tiling is not None and op.results:
+                if reuse:
+                    resume = self.add_fused_run(program, position)
+                    continue
+                # a fused reshape stays a view: its tiles are its operand's tiles
+                if not isinstance(op, nn.ReshapeOp):
+                    self.position = position
+                    self.add_tiled(item, tiling)
+                    continue
             if not reuse:
                 self.position = position
                 self.add_op(item)
@@ -675,6 +686,64 @@ class _Extractor:
             self.parts[r] = (tuple(pieces), plan.layout)
         self.stacks.setdefault(stack, []).append(tile_tasks)
 
+    def add_fused_run(self, program: list[ProgramOp], start: int) -> int:
+        """Add the run of fused ops from `start` (the consecutive program items of one stack and
+        phase, views included); returns where it ends. The tasks and tensors of a run depend
+        on its ops, on which of their operands are results of earlier ops of the run, and on
+        how the other operands (its inputs) are stored: the cache keeps them per such run
+        (`_FusedRun`) with the inputs' tensors as slots, and fills them in for the inputs of
+        this program (most fused stacks come back in many candidates of a search)."""
+        parts = self.parts
+        phase = program[start].phase
+        stack = self.tiling_of(program[start].tiling)[3]
+        inside: dict[int, tuple[int, int]] = {}  # id(value) -> (op in the run, result index)
+        outside: dict[int, int] = {}  # id(value) -> its input index
+        inputs: list[_Stored] = []
+        shape = []
+        end = start
+        while end < len(program):
+            item = program[end]
+            if item.tiling is None or not item.op.results or item.phase != phase:
+                break
+            _, axis, tiles, item_stack = self.tiling_of(item.tiling)
+            if item_stack != stack:
+                break
+            refs: list[Any] = []
+            for v in item.operands:
+                ref = inside.get(id(v))
+                if ref is None:
+                    ref = outside.get(id(v))
+                    if ref is None:
+                        ref = outside[id(v)] = len(inputs)
+                        inputs.append(parts[v])
+                refs.append(ref)
+            for i, r in enumerate(item.results):
+                inside[id(r)] = (end - start, i)
+            shape.append((item.op, item.results is item.op.results, item.suffix, axis, tiles, tuple(refs)))
+            end += 1
+        # the inputs' storage: how many tensors, their layout, and which input shares another's
+        first_of: dict[int, int] = {}
+        stored = tuple((len(v[0]), v[1], first_of.setdefault(id(v), k)) for k, v in enumerate(inputs))
+        key = (phase, tuple(shape), stored)
+        runs = self.cache.runs
+        run = runs.get(key)
+        if run:
+            run.add(self, program, start, inputs)
+            return end
+        tasks_before, tensors_before = len(self.tasks), len(self.tensors)
+        for position in range(start, end):
+            item = program[position]
+            self.position = position
+            if isinstance(item.op, nn.ReshapeOp):
+                self.add_op(item)
+            else:
+                self.add_tiled(item, item.tiling)
+        if run is None:  # (False: recorded as not fitting)
+            if len(runs) >= self.cache.runs_limit:
+                runs.clear()
+            runs[key] = _FusedRun.record(self, program[start:end], start, inputs, tasks_before, tensors_before) or False
+        return end
+
     def tile_template(self, item: ProgramOp, facts: OpFacts, plan: TilePlan, values: list[_Stored]) -> list:
         """Per tile of `item` (its operands stored as `values`, distinct): the (operand, piece)
         pairs it reads in order, their roles (operands with a loop-nest role, which come
@@ -701,8 +770,7 @@ class _Extractor:
                 if k < len(operand_roles):
                     roles += [operand_roles[k]] * len(found)
             outs = tuple((f"{base}[{lo}:{hi}]", -(-nbytes * (hi - lo) // full)) for base, nbytes in bases)
-            # a getter returning the tuple of the picked tensors (itemgetter returns a lone item bare)
-            getter = itemgetter(*picks) if len(picks) > 1 else _single_getter(picks[0]) if picks else _no_reads
+            getter = _slots_getter(picks)  # (the tuple of the picked tensors)
             template.append((getter, tuple(roles), tile_sig, outs))
         self.templates[key] = template
         return template
@@ -776,6 +844,132 @@ class _Extractor:
         return tile_tasks
 
 
+class _FusedRun:
+    """The tasks and tensors of a run of fused ops (`_Extractor.add_fused_run`), recorded as
+    they were added with every tensor as a slot: the tensors of its inputs (each input that
+    shares no other's storage, in order), then its own tensors. `add` adds them again after
+    other tasks and tensors, for other tensors as inputs, doing what adding the ops one by one
+    does: a task waits for the producers of the tensors it reads (in order) and then for those
+    of a barrier op's inputs, and is a consumer of each tensor it reads."""
+
+    __slots__ = ("distinct", "tensors", "ops", "stored")
+
+    def __init__(self, distinct, tensors, ops, stored):
+        self.distinct = distinct  # the inputs whose tensors fill the first slots
+        self.tensors = tensors  # per tensor of its own: name, bytes, kind, persistence, producer (task offset)
+        self.ops = ops  # per op: its barrier's slots or None, whether tiled (not a view), its results, its tasks
+        self.stored = stored  # the storage of its ops' results: (slots, layout)
+
+    @staticmethod
+    def record(extractor: _Extractor, items: list[ProgramOp], start: int, inputs: list[_Stored],
+               tasks_before: int, tensors_before: int) -> _FusedRun | None:
+        """The run of `items` (program positions from `start`), just added from `tasks_before`
+        and `tensors_before` on; None when it does not fit the record."""
+        tasks, tensors, parts = extractor.tasks, extractor.tensors, extractor.parts
+        distinct, flat, seen = [], [], set()
+        for k, v in enumerate(inputs):
+            if id(v) not in seen:
+                seen.add(id(v))
+                distinct.append(k)
+                flat += v[0]
+        slot_of = {t: i for i, t in enumerate(flat)}
+        if len(slot_of) != len(flat):
+            return None  # (inputs sharing tensors but not their storage: not expected)
+        own = len(flat)
+        for t in range(tensors_before, len(tensors)):
+            slot_of[t] = own + t - tensors_before
+
+        own_tensors = []
+        for x in tensors[tensors_before:]:
+            if x.root != x.id or x.producer is None or x.producer < tasks_before:
+                return None
+            own_tensors.append((x.name, x.bytes, x.kind, x.persistent, x.producer - tasks_before))
+        stored_index: dict[int, int] = {}
+        stored = []
+        ops = []
+        by_op: dict[int, list[Task]] = {}
+        for task in tasks[tasks_before:]:
+            by_op.setdefault(task.op_index, []).append(task)
+        producer = {}  # slot -> the producer of its tensor when recorded
+        for t, i in slot_of.items():
+            producer[i] = tensors[t].producer
+        try:
+            for offset, item in enumerate(items):
+                view = isinstance(item.op, nn.ReshapeOp)
+                values = [parts[v] for v in item.operands]
+                barrier = None
+                if not view:
+                    _, axis, tiles, _ = extractor.tiling_of(item.tiling)
+                    if extractor.tile_plan(item.op, axis, tiles).barrier:
+                        barrier = _slots_getter(tuple(slot_of[t] for v in values for t in v[0]))
+                results: list[Any] = []
+                for r in item.results:
+                    v = parts[r]
+                    if id(v) in seen:  # a view of an input: the input's storage
+                        results.append(next(k for k, u in enumerate(inputs) if u is v))
+                        continue
+                    if id(v) not in stored_index:
+                        stored_index[id(v)] = len(stored)
+                        stored.append((_slots_getter(tuple(slot_of[t] for t in v[0])), v[1]))
+                    results.append((stored_index[id(v)],))
+                specs = []
+                for task in by_op.get(start + offset, ()):
+                    if task.in_place or task.page:
+                        return None
+                    reads = tuple(slot_of[t] for t in task.reads)
+                    once = tuple(dict.fromkeys(reads))
+                    # the preds `add` makes (in the same order), checked against the task's
+                    preds = {producer[i] for i in once if producer[i] is not None}
+                    if barrier is not None:
+                        preds.update([p for p in {producer[i] for i in barrier(range(len(slot_of)))} if p is not None])
+                    if list(task.preds) != list(preds):
+                        return None
+                    roles = tuple(task.roles.items())
+                    specs.append((_slots_getter(reads), None if once == reads else _slots_getter(once),
+                                  _slots_getter([slot_of[t] for t in task.writes]),
+                                  _slots_getter([slot_of[t] for t, _ in roles]), tuple(role for _, role in roles),
+                                  task.op, task.node, task.phase, task.sig))
+                ops.append((barrier, not view, tuple(results), specs))
+        except KeyError:  # a task reading a tensor of no input
+            return None
+        return _FusedRun(tuple(distinct), own_tensors, ops, stored)
+
+    def add(self, extractor: _Extractor, program: list[ProgramOp], start: int, inputs: list[_Stored]) -> None:
+        tasks, tensors, parts = extractor.tasks, extractor.tensors, extractor.parts
+        tasks_before, tensors_before = len(tasks), len(tensors)
+        flat: tuple[int, ...] = ()
+        for k in self.distinct:
+            flat += inputs[k][0]
+        flat += tuple(range(tensors_before, tensors_before + len(self.tensors)))
+        tensors += [TensorInfo(tid, name, nbytes, kind, persistent, tasks_before + producer, [], tid)
+                    for tid, (name, nbytes, kind, persistent, producer) in enumerate(self.tensors, tensors_before)]
+        stored = [(slots(flat), layout) for slots, layout in self.stored]
+        index = tasks_before
+        for position, (barrier, tiled, results, specs) in enumerate(self.ops, start):
+            item = program[position]
+            barrier_preds = None
+            if barrier is not None:
+                barrier_preds = [p for p in {tensors[t].producer for t in barrier(flat)} if p is not None]
+            first = index
+            for reads_of, once_of, writes_of, role_keys, roles, name, node, phase, sig in specs:
+                reads = reads_of(flat)
+                preds: set[int] = set()
+                for t in reads if once_of is None else once_of(flat):
+                    tensor = tensors[t]
+                    tensor.consumers.append(index)
+                    if tensor.producer is not None:
+                        preds.add(tensor.producer)
+                if barrier_preds:
+                    preds.update(barrier_preds)
+                tasks.append(Task(index, name, node, phase, sig, reads, writes_of(flat), preds, (), position,
+                                  dict(zip(role_keys(flat), roles)) if roles else {}))
+                index += 1
+            if tiled:
+                extractor.stacks.setdefault(extractor.tiling_of(item.tiling)[3], []).append(list(range(first, index)))
+            for r, spec in zip(item.results, results):
+                parts[r] = inputs[spec] if isinstance(spec, int) else stored[spec[0]]
+
+
 # loop-nest roles of (operands, result) per op: the same nest with the output in another role
 LOOP_NEST_ROLES = {
     "nn.conv": (("I", "W", "O"), "O"), "nn.matmul": (("I", "W"), "O"), "nn.gemm": (("I", "W", "O"), "O"),
@@ -786,6 +980,14 @@ LOOP_NEST_ROLES = {
 
 def _single_getter(index: int):
     return lambda flat: (flat[index],)
+
+
+def _slots_getter(slots: Sequence[int]):
+    """A function returning the tuple of a tuple's items at `slots` (a slice when they follow
+    each other: no Python call per use)."""
+    if slots and list(slots) == list(range(slots[0], slots[0] + len(slots))):
+        return itemgetter(slice(slots[0], slots[0] + len(slots)))
+    return itemgetter(*slots) if len(slots) > 1 else _single_getter(slots[0]) if slots else _no_reads
 
 
 def _no_reads(flat: tuple) -> tuple:

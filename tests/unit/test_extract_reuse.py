@@ -1,5 +1,6 @@
 """What `extract` reuses across the programs of a search (`ExtractCache`: saved forward
-prefixes, per-tile templates of fused ops, compiled program items) must not change a graph:
+prefixes, per-tile templates of fused ops, recorded runs of fused ops, compiled program items)
+must not change a graph:
 candidates' graphs built by an `Evaluator` (its cache warm, prefixes saved and restored) equal,
 field by field and in order, the graphs extracted from the same programs through the general
 path with nothing reused (`ExtractCache(reuse=False)`)."""
@@ -14,7 +15,7 @@ import pytest
 
 from monet_ir import graph as ir_graph
 from monet_ir.explore.evaluate import TILE_CHOICES, Candidate, Evaluator, StepConfig, paging_genes
-from monet_ir.schedule.taskgraph import ExtractCache, _Layout, extract
+from monet_ir.schedule.taskgraph import ExtractCache, _FusedRun, _Layout, extract
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -53,8 +54,12 @@ def candidates(ev: Evaluator, rng: random.Random, count: int) -> list[Candidate]
     ("lenet5_b4.onnx", "tpu_like_quad_core"),
     ("gpt2_small_b1.onnx", "tpu_like_quad_core"),
     ("mlp_b4.onnx", "cortex_a_board"),  # paging genes
+    ("../../../examples/models/resnet18_b1.onnx", "tpu_like_quad_core"),  # batch norm: its tiles wait for all rows
 ])
-def test_reused_extraction_equals_the_general_path(model, target):
+def test_reused_extraction_equals_the_general_path(model, target, monkeypatch):
+    replayed = []
+    add = _FusedRun.add
+    monkeypatch.setattr(_FusedRun, "add", lambda self, *args: replayed.append(self) or add(self, *args))
     ev = Evaluator(StepConfig(str(DATA / "models" / model), target))
     fn = ir_graph.step_function(ev.module)
     rng = random.Random(11)
@@ -80,6 +85,7 @@ def test_reused_extraction_equals_the_general_path(model, target):
     assert ev._extract_cache.prefixes, "no prefix was saved: the test would not check restoring one"
     if ev.fusion_genes:
         assert ev._extract_cache.templates, "no tile template was used"
+        assert replayed, "no recorded run of fused ops was added again"
 
 
 def test_layout_reads_the_pieces_meeting_the_rows():
