@@ -594,8 +594,9 @@ class Scheduler:
                     (core, cost), = options.items()
                 else:
                     best = None
-                    for c, cost in options.items():
-                        start = max(ready, core_free[c], self._estimate_arrival(index, c, ready))
+                    arrivals = self._estimate_arrivals(task, options, ready)
+                    for (c, cost), arrival in zip(options.items(), arrivals):
+                        start = max(ready, core_free[c], arrival)
                         key = (start + durations[c], cost.energy_pj, c)
                         if best is None or key < best[0]:
                             best = (key, c, cost)
@@ -785,26 +786,31 @@ class Scheduler:
             times.append(min((here if here is not None else {0: 0.0}).values()))
         return max(times, default=0.0)
 
-    def _estimate_arrival(self, index: int, core: int, ready: float) -> float:
-        """When the inputs of task `index` would be on `core` (the task's tensors streamed
-        through DRAM are not known yet: every input counts as brought to the core)."""
-        arrival = 0.0
-        root_of = self.root_of
-        for tid in self.g.tasks[index].reads:
+    def _estimate_arrivals(self, task: Task, cores: dict[int, Any], ready: float) -> list[float]:
+        """When the inputs of `task` would be on each of `cores`, in their order (the task's
+        tensors streamed through DRAM are not known yet: every input counts as brought to the
+        core). Each input's nearest copy is found once for all the cores."""
+        arrivals = [0.0] * len(cores)
+        root_of, bytes_of, all_copies, routes = self.root_of, self.bytes_of, self.copies, self.routes
+        for tid in task.reads:
             root = root_of[tid]
-            copies = self.copies[root]
+            copies = all_copies[root]
             if not copies:
                 continue
-            here = copies.get(core)
-            if here is not None:
-                if here > arrival:
-                    arrival = here
-                continue
-            src, at = min(copies.items(), key=_second)
-            res = self._route(src, core)
-            nbytes = self.bytes_of[root]
-            arrival = max(arrival, max(at, ready, res[0].free_at) + sum(nbytes * 8 / r.bits_per_cycle for r in res))
-        return arrival
+            src = None
+            for k, core in enumerate(cores):
+                here = copies.get(core)
+                if here is None:
+                    if src is None:  # the earliest copy (the first of equal times)
+                        src, at = min(copies.items(), key=_second)
+                        bits = bytes_of[root] * 8
+                        from_src = routes[src + 1]
+                    res = from_src[core + 1] or self._route(src, core)
+                    # summed hop by hop from 0, as `sum` does
+                    here = max(at, ready, res[0].free_at) + sum(bits / r.bits_per_cycle for r in res)
+                if here > arrivals[k]:
+                    arrivals[k] = here
+        return arrivals
 
     def _route(self, src: int, dst: int) -> list[Resource]:
         route = self.routes[src + 1][dst + 1]
