@@ -179,9 +179,8 @@ class ScheduleMemo:
 
     def __init__(self) -> None:
         self.prices: dict[tuple[int, tuple[int, ...]], tuple[Any, dict, dict]] = {}
-        self.stream_picks: dict[tuple[float, tuple[int, ...]], tuple[int, ...]] = {}  # `_largest_within`
+        self.stream_picks: dict[tuple, tuple[int, ...]] = {}  # (budget, *sizes) -> `_largest_within`
         self.spilled_roles: dict[int, tuple[Cost, frozenset[str]]] = {}  # `Scheduler._streamed`
-        self.energy_parts: dict[int, tuple[Cost, tuple[float, float, float]]] = {}  # `split_energy` per cost
         self.graphs: OrderedDict[int, tuple[TaskGraph, GraphTables]] = OrderedDict()
 
     def tables(self, graph: TaskGraph) -> GraphTables:
@@ -326,11 +325,10 @@ class Scheduler:
                       for b in target.interconnect.buses]
         self.costs: list[dict[int, Cost]] = []
         self.every_core = tuple(range(n_cores))
-        self.durations: list[dict[int, float]] = []  # per task, its cycles on each core it may run on
-        # id(cost) -> (cost, split_energy(cost)), kept by the memo across schedules
-        self.energy_parts: dict[int, tuple[Cost, tuple[float, float, float]]] = (
-            memo.energy_parts if memo is not None else {})
-        self.stream_picks = memo.stream_picks if memo is not None else {}  # (budget, sizes) -> `_largest_within`
+        # per task, for each core it may run on: its cycles there and the energy parts of its
+        # cost there (`split_energy`)
+        self.on_core: list[dict[int, tuple[float, tuple[float, float, float]]]] = []
+        self.stream_picks = memo.stream_picks if memo is not None else {}  # (budget, *sizes) -> `_largest_within`
         # id(cost) -> (cost, the loop-nest roles it streams)
         self.spilled_roles: dict[int, tuple[Cost, frozenset[str]]] = memo.spilled_roles if memo is not None else {}
 
@@ -358,7 +356,7 @@ class Scheduler:
         by_op: dict[tuple[str, str], tuple[int, ...] | None] = {}
         checked: dict[tuple[int, ...], tuple[int, ...]] = {}
         every = self.every_core
-        add_costs, add_durations = self.costs.append, self.durations.append
+        add_costs, add_on_core = self.costs.append, self.on_core.append
         task = None
         for task in self.g.tasks:
             if allocation is None:
@@ -388,15 +386,16 @@ class Scheduler:
                 self.current = task.index
                 known = seen[(id(sig), allowed)] = self._options(task, allowed)
             add_costs(known[1])
-            add_durations(known[2])
+            add_on_core(known[2])
         if task is not None:
             self.current = task.index
 
     def _options(self, task: Task, allowed: tuple[int, ...]) -> tuple[Any, dict, dict]:
-        """(signature, cost per allowed core able to run the task, its cycles there)."""
+        """(signature, cost per allowed core able to run the task, (its cycles there, the
+        energy parts of that cost)), as `on_core` holds them."""
         sig = task.sig
         if sig is None:  # views: free, run where the data is
-            return None, {c: None for c in allowed}, {c: 0.0 for c in allowed}
+            return None, {c: None for c in allowed}, {c: (0.0, None) for c in allowed}
         from monet_ir.cost import CostError
 
         cores = self.target.cores
@@ -414,7 +413,7 @@ class Scheduler:
             where = "the allowed cores " + str(list(allowed)) if self.allocation else f"target '{self.target.name}'"
             why = f": {refusals[0]}" if refusals else ""
             raise ScheduleError(f"no core of {where} can run {task.op} (node '{task.node}', {kind} op){why}")
-        return sig, options, {c: self.cycles(cost, c) for c, cost in options.items()}
+        return sig, options, {c: (self.cycles(cost, c), split_energy(cost)) for c, cost in options.items()}
 
     def allowed_cores(self, task: Task) -> tuple[int, ...]:
         every = self.every_core
@@ -554,7 +553,7 @@ class Scheduler:
         heap = [(0.0, index) for index in tables.sources]
         heapq.heapify(heap)
         pop, push = heapq.heappop, heapq.heappush
-        costs, durations_of = self.costs, self.durations
+        costs, on_core = self.costs, self.on_core
         op_core = self.op_core
         core_free = self.core_free
         all_copies = self.copies
@@ -564,7 +563,6 @@ class Scheduler:
         capacities = self.capacity
         core_events, dram_events = self.core_events, self.dram_events
         dram_allocated_at, dram_freeable = self.dram_allocated_at, tables.dram_freeable
-        energy_parts = self.energy_parts
         done_flags = self.done
         task_core, task_start, task_end = self.task_core, self.task_start, self.task_end
         task_cost, task_parts = self.task_cost, self.task_parts
@@ -582,7 +580,7 @@ class Scheduler:
                 end = self._place_view(task, ready)
             else:
                 options = costs[index]
-                durations = durations_of[index]
+                runs = on_core[index]
                 op_index = task.op_index
                 pinned = op_core.get(op_index)
                 if pinned is not None and pinned in options:
@@ -597,7 +595,7 @@ class Scheduler:
                     arrivals = self._estimate_arrivals(task, options, ready)
                     for (c, cost), arrival in zip(options.items(), arrivals):
                         start = max(ready, core_free[c], arrival)
-                        key = (start + durations[c], cost.energy_pj, c)
+                        key = (start + runs[c][0], cost.energy_pj, c)
                         if best is None or key < best[0]:
                             best = (key, c, cost)
                     _, core, cost = best
@@ -665,12 +663,9 @@ class Scheduler:
                         unpaid.add(tid)
                     else:
                         start, need = when, need + nbytes
-                end = start + durations[core]
+                cycles, parts = runs[core]
+                end = start + cycles
                 core_free[core] = end
-                known = energy_parts.get(id(cost))
-                if known is None or known[0] is not cost:
-                    known = energy_parts[id(cost)] = (cost, split_energy(cost))
-                parts = known[1]
                 done_flags[index] = 1
                 task_core[index] = core
                 task_start[index] = start
@@ -701,7 +696,7 @@ class Scheduler:
                 if task.in_place:
                     self._write_back(task, core, end)
                 # `_release_inputs`
-                for tid in reads if len(reads) == 1 else set(reads):
+                for tid in reads if len(reads) == 1 or (len(reads) == 2 and reads[0] != reads[1]) else set(reads):
                     root = root_of[tid]
                     left = remaining[root] - 1
                     remaining[root] = left
@@ -750,13 +745,18 @@ class Scheduler:
             budget = cost.dram_bytes
             if budget <= 0:
                 return NOTHING
-            touched = tuple(dict.fromkeys(task.reads + task.writes))
-            sizes = tuple(map(self.bytes_of.__getitem__, touched))
+            # the tensors it touches, each once: a task's writes are the tensors it produces,
+            # never one it reads nor one another; its reads may name a tensor twice
+            reads = task.reads
+            if len(reads) < 2 or (len(reads) == 2 and reads[0] != reads[1]) or len(set(reads)) == len(reads):
+                touched = reads + task.writes
+            else:
+                touched = tuple(dict.fromkeys(reads + task.writes))
             # which of them depends only on the budget and the sizes in operand order
-            key = (budget, sizes)
+            key = (budget, *map(self.bytes_of.__getitem__, touched))
             picks = self.stream_picks.get(key)
             if picks is None:
-                picks = self.stream_picks[key] = _largest_within(sizes, budget)
+                picks = self.stream_picks[key] = _largest_within(key[1:], budget)
             if len(picks) == len(touched):
                 return frozenset(touched)
             return frozenset(map(touched.__getitem__, picks))
