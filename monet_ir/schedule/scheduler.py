@@ -789,7 +789,8 @@ class Scheduler:
     def _estimate_arrivals(self, task: Task, cores: dict[int, Any], ready: float) -> list[float]:
         """When the inputs of `task` would be on each of `cores`, in their order (the task's
         tensors streamed through DRAM are not known yet: every input counts as brought to the
-        core). Each input's nearest copy is found once for all the cores."""
+        core). Each input's nearest copy is found once for all the cores, and its arrival once
+        per route (from DRAM, every core's route is the DRAM interface)."""
         arrivals = [0.0] * len(cores)
         root_of, bytes_of, all_copies, routes = self.root_of, self.bytes_of, self.copies, self.routes
         for tid in task.reads:
@@ -802,12 +803,23 @@ class Scheduler:
                 here = copies.get(core)
                 if here is None:
                     if src is None:  # the earliest copy (the first of equal times)
-                        src, at = min(copies.items(), key=_second)
+                        if len(copies) == 1:
+                            (src, at), = copies.items()
+                        else:
+                            src, at = min(copies.items(), key=_second)
+                        earliest = max(at, ready)
                         bits = bytes_of[root] * 8
                         from_src = routes[src + 1]
+                        last = None
                     res = from_src[core + 1] or self._route(src, core)
-                    # summed hop by hop from 0, as `sum` does
-                    here = max(at, ready, res[0].free_at) + sum(bits / r.bits_per_cycle for r in res)
+                    if res is not last:  # (nothing is reserved meanwhile: a route's answer holds)
+                        last = res
+                        # hop by hop, as `sum` adds them (a route has one or two hops)
+                        travel = bits / res[0].bits_per_cycle
+                        if len(res) == 2:
+                            travel += bits / res[1].bits_per_cycle
+                        arrives = max(earliest, res[0].free_at) + travel
+                    here = arrives
                 if here > arrivals[k]:
                     arrivals[k] = here
         return arrivals
@@ -934,7 +946,8 @@ class Scheduler:
             time, freed = frees[first]
             still -= freed
             first += 1
-        if self.resident_bytes[core] + still + nbytes > capacity:
+        if self.resident_bytes[core] + still + nbytes > capacity and self.resident[core]:
+            # (with nothing resident there is nothing to evict: `_make_room` would return `time`)
             time = self._make_room(core, nbytes + still, {self.root_of[t] for t in reads}, time)
         if self.resident_bytes[core] + still + nbytes > capacity:
             return None  # the op's own operands fill the memory: this one is streamed instead
