@@ -357,18 +357,27 @@ class Scheduler:
         checked: dict[tuple[int, ...], tuple[int, ...]] = {}
         every = self.every_core
         add_costs, add_on_core = self.costs.append, self.on_core.append
+        # consecutive tasks mostly come from one op (its tiles): they share the answer of an
+        # `Allocation` (it depends on the node, op and phase only) and mostly their signature
+        node = op = phase = None
+        sig = sig_allowed = known = None
+        allowed = every
         task = None
         for task in self.g.tasks:
             if allocation is None:
-                allowed = every
-            elif entries is not None:
-                chosen = entries.get(task.node)
+                pass
+            elif entries is None:  # any other callable answers task by task
+                self.current = task.index
+                allowed = self.allowed_cores(task)
+            elif task.node != node or task.op != op or task.phase != phase:
+                node, op, phase = task.node, task.op, task.phase
+                chosen = entries.get(node)
                 if chosen is None:
-                    which = (task.op, task.phase)
+                    which = (op, phase)
                     if which in by_op:
                         chosen = by_op[which]
                     else:
-                        keys = (task.op, *ONNX_NAMES.get(task.op, ()), task.phase, "default")
+                        keys = (op, *ONNX_NAMES.get(op, ()), phase, "default")
                         chosen = by_op[which] = next((entries[key] for key in keys if key in entries), None)
                 if chosen is None:
                     allowed = every
@@ -377,14 +386,12 @@ class Scheduler:
                     if allowed is None:
                         self.current = task.index
                         allowed = checked[chosen] = self._checked(task, chosen)
-            else:
-                self.current = task.index
-                allowed = self.allowed_cores(task)
-            sig = task.sig
-            known = seen.get((id(sig), allowed))
-            if known is None or known[0] is not sig:
-                self.current = task.index
-                known = seen[(id(sig), allowed)] = self._options(task, allowed)
+            if task.sig is not sig or allowed is not sig_allowed:
+                sig, sig_allowed = task.sig, allowed
+                known = seen.get((id(sig), allowed))
+                if known is None or known[0] is not sig:
+                    self.current = task.index
+                    known = seen[(id(sig), allowed)] = self._options(task, allowed)
             add_costs(known[1])
             add_on_core(known[2])
         if task is not None:
