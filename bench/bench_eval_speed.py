@@ -17,8 +17,8 @@ random candidates, the same list in every process:
   probability 0.5, as a random genome) and tile count (target ≤ 20 ms).
 
 - search's candidates (`--candidates FILE.json`, written by `bench_explore.py --search 64 50
-  --genes all --record FILE.json`): every `--every`-th candidate a real search evaluated, after
-  warming up on as many others; a converged search evaluates far larger graphs than random
+  --genes all --record FILE.json`): every `--every`-th candidate a real search evaluated, in
+  its order, the first `--warmup` of them not timed; a converged search evaluates far larger graphs than random
   genomes (most stacks fused, 16 tiles), and its time follows their mean, printed too.
 
 `--stage graph` times only the candidates' task graphs (`Evaluator.graph`: the checkpoint and
@@ -64,14 +64,15 @@ def candidate(ev, rng, fusion):
     return random_candidate(ev, rng, fusion=fusion, fuse=0.5)
 
 def recorded(path, every, warmup):
-    # (warm-up, timed) candidates of a recorded search: every `every`-th, and others between
-    # them to warm up on (never the same ones: a seen candidate's graph is cached)
+    # (warm-up, timed) candidates of a recorded search: every `every`-th, in the search's order,
+    # the first `warmup` of them not timed (a worker's caches fill as its search goes on)
     from monet_ir.explore.evaluate import Candidate
     rows = json.loads(open(path).read())
     def of(row):
         return Candidate(tuple(row["recompute"]), tuple((n, tuple(c)) for n, c in row["allocation"]),
                          tuple(row["fusion"]), row["tiles"], row["precision"], tuple(row["paged"]), tuple(row["stored"]))
-    return [of(r) for r in rows[every // 2::every][:warmup]], [of(r) for r in rows[::every]]
+    sample = [of(r) for r in rows[::every]]
+    return sample[:warmup], sample[warmup:]
 
 def timed(ev, cands):
     times, cpu, tasks = [], [], []
@@ -138,9 +139,9 @@ def main() -> None:
     parser.add_argument("--candidates", type=Path, default=None, metavar="FILE.json",
                         help="time the candidates a real search evaluated (bench_explore.py --record) instead of "
                              "random ones, on the first of --models")
-    parser.add_argument("--every", type=int, default=25,
-                        help="with --candidates: time every N-th recorded candidate (after warming up on as many "
-                             "others, up to --warmup)")
+    parser.add_argument("--every", type=int, default=10,
+                        help="with --candidates: evaluate every N-th recorded candidate in order, timing all but the "
+                             "first --warmup")
     args = parser.parse_args()
     if args.candidates:
         args.models = args.models[:1]
