@@ -266,3 +266,23 @@ def test_failed_candidates_are_counted_in_the_summary(tmp_path, capsys, monkeypa
                           "--search", "all") == 0
     printed = capsys.readouterr().out
     assert "point(s) failed and are left out of the front; first reason: the task graph has a cycle" in printed
+
+
+def test_graph_cache_is_bounded_by_tasks(evaluators, monkeypatch):
+    """The evaluator keeps its latest graphs up to GRAPH_CACHE_TASKS tasks in all (the newest
+    always); a graph built again after eviction is the same graph."""
+    from monet_ir.explore import evaluate
+
+    ev = evaluators["lenet"]
+    recompute = [(), *((g.node,) for g in ev.checkpoint_genes)]
+    first = ev.graph(Candidate(recompute[1]))
+    monkeypatch.setattr(evaluate, "GRAPH_CACHE_TASKS", 3 * len(first.tasks))
+    for names in recompute:
+        g = ev.graph(Candidate(names))
+        assert ev.graph(Candidate(names)) is g  # the newest is kept
+        assert sum(len(kept.tasks) for kept in ev._graphs.values()) <= evaluate.GRAPH_CACHE_TASKS
+        assert len(ev._graphs) >= 2
+    again = ev.graph(Candidate(recompute[1]))
+    assert again is not first
+    assert [(t.op, t.reads, t.writes, list(t.preds)) for t in again.tasks] == \
+        [(t.op, t.reads, t.writes, list(t.preds)) for t in first.tasks]
