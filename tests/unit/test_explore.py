@@ -268,12 +268,12 @@ def test_failed_candidates_are_counted_in_the_summary(tmp_path, capsys, monkeypa
     assert "point(s) failed and are left out of the front; first reason: the task graph has a cycle" in printed
 
 
-def test_graph_cache_is_bounded_by_tasks(evaluators, monkeypatch):
+def test_graph_cache_is_bounded_by_tasks(monkeypatch):
     """The evaluator keeps its latest graphs up to GRAPH_CACHE_TASKS tasks in all (the newest
     always); a graph built again after eviction is the same graph."""
     from monet_ir.explore import evaluate
 
-    ev = evaluators["lenet"]
+    ev = Evaluator(StepConfig(str(DATA / "lenet5_b4.onnx"), TARGET))
     recompute = [(), *((g.node,) for g in ev.checkpoint_genes)]
     first = ev.graph(Candidate(recompute[1]))
     monkeypatch.setattr(evaluate, "GRAPH_CACHE_TASKS", 3 * len(first.tasks))
