@@ -626,9 +626,11 @@ class Scheduler:
                     if here is None:
                         if tid in streamed:
                             # the op reads it from DRAM itself (its cost counts that traffic)
-                            if DRAM not in copies and copies:
-                                self._ensure_in_dram(root, copies)
-                            here = copies.get(DRAM, 0.0)
+                            here = copies.get(DRAM)
+                            if here is None:
+                                if copies:
+                                    self._ensure_in_dram(root, copies)
+                                here = copies.get(DRAM, 0.0)
                         else:
                             # `_fetch`: bring it here
                             if len(copies) == 1:
@@ -651,7 +653,11 @@ class Scheduler:
                                 copies[core] = here
                     if here > arrival:
                         arrival = here
-                start = max(ready, core_free[core], arrival)
+                start = core_free[core]  # the latest of `ready`, the core's last end and `arrival`
+                if ready > start:
+                    start = ready
+                if arrival > start:
+                    start = arrival
                 # outputs are placed together: check each one with those before it (the tensors
                 # it writes that are storages of their own, not views of existing ones)
                 need = 0
@@ -925,38 +931,41 @@ class Scheduler:
         for frees already decided, then evicting (never the storage of a tensor in `reads`, the
         task's operands). Returns when the bytes can be placed."""
         capacity = self.capacity[core]
-        frees = self.pending_frees[core]  # sorted (`_drop` inserts in order)
-        if self.resident_bytes[core] + self.pending_bytes[core] + nbytes <= capacity:
+        resident = self.resident_bytes[core]
+        pending = self.pending_bytes[core]
+        if resident + pending + nbytes <= capacity:
             return time  # fits even if no pending free has happened yet
+        frees = self.pending_frees[core]  # sorted (`_drop` inserts in order)
         # tasks are placed in order of readiness and nothing is allocated before the ready
         # time of the task being placed, so earlier frees can be forgotten
-        if frees and frees[0][0] <= self.watermark:
-            forget = bisect.bisect_right(frees, (self.watermark, math.inf))
-            if forget == 1:
-                self.pending_bytes[core] -= frees[0][1]
-            else:
-                self.pending_bytes[core] -= sum(map(_second, frees[:forget]))
+        watermark = self.watermark
+        if frees and frees[0][0] <= watermark:
+            forget = bisect.bisect_right(frees, (watermark, math.inf))
+            pending -= frees[0][1] if forget == 1 else sum(map(_second, frees[:forget]))
+            self.pending_bytes[core] = pending
             del frees[:forget]
         # the bytes freed after `time`, summing the shorter side of the list
         if not frees or frees[0][0] > time:
             first = 0
-            still = self.pending_bytes[core]
+            still = pending
         else:
             first = bisect.bisect_right(frees, (time, math.inf))
             if first <= len(frees) - first:
-                still = self.pending_bytes[core] - sum(map(_second, frees[:first]))
+                still = pending - sum(map(_second, frees[:first]))
             else:
                 still = sum(map(_second, frees[first:]))
-        resident = self.resident_bytes[core]
-        while resident + still + nbytes > capacity and first < len(frees) and resident + nbytes <= capacity:
-            # waiting for the next free is enough; prefer it to evicting live values
-            time, freed = frees[first]
-            still -= freed
-            first += 1
-        if self.resident_bytes[core] + still + nbytes > capacity and self.resident[core]:
+        if resident + nbytes <= capacity:
+            # waiting for the next frees is enough; prefer it to evicting live values
+            count = len(frees)
+            while resident + still + nbytes > capacity and first < count:
+                time, freed = frees[first]
+                still -= freed
+                first += 1
+        if resident + still + nbytes > capacity and self.resident[core]:
             # (with nothing resident there is nothing to evict: `_make_room` would return `time`)
             time = self._make_room(core, nbytes + still, {self.root_of[t] for t in reads}, time)
-        if self.resident_bytes[core] + still + nbytes > capacity:
+            resident = self.resident_bytes[core]
+        if resident + still + nbytes > capacity:
             return None  # the op's own operands fill the memory: this one is streamed instead
         return time
 
@@ -1011,12 +1020,15 @@ class Scheduler:
             copies = all_copies[victim]
             if copies is None:
                 copies = all_copies[victim] = {}
-            at = max(time, copies.get(core, time))
+            at = copies.get(core, time)
+            if time > at:
+                at = time
             if DRAM not in copies and self.remaining_uses[victim] > 0:
                 self._dram_alloc(victim, at)
                 copies[DRAM] = self._transfer(victim, core, DRAM, at, "evict")
             self._drop(core, victim, at)
-            room_at = max(room_at, at)
+            if at > room_at:
+                room_at = at
         return room_at
 
     def _place_page(self, task: Task, ready: float) -> float:
