@@ -317,6 +317,8 @@ class Scheduler:
         self.memories[self.dram_name] = MemoryTrace(self.dram_name, dram.capacity_bytes if dram else float("inf"))
         self.dram_read = self._dram_resource("read")
         self.dram_write = self.dram_read if dram is None or dram.ports < 2 else self._dram_resource("write")
+        self.from_dram, self.to_dram = [self.dram_read], [self.dram_write]
+        self.through_dram = [self.dram_write, self.dram_read]  # a core-to-core copy without a link or bus
         self.links = {(l.src, l.dst): Resource(f"link {l.src}->{l.dst}", l.bandwidth_bits, l.energy_pj_per_bit)
                       for l in target.interconnect.links}
         # (src + 1, dst + 1) -> `_route` (DRAM is -1)
@@ -465,14 +467,13 @@ class Scheduler:
         """Schedule, and return only what a search scores (see `ScheduleSummary`): the same
         figures as `run()`'s `Schedule` gives, without building its objects."""
         self._guarded()
-        ends = list(self.task_end)
-        ends.extend([t[4] for t in self.transfers])
-        latency = max(ends, default=0.0)  # `Schedule.latency_cycles`
+        # `Schedule.latency_cycles`: the latest end of a task or a transfer
+        latency = max(self.task_end, default=0.0)
+        if self.transfers:
+            latency = max(latency, max(map(_fifth, self.transfers)))
         # `Schedule.energy_breakdown_pj`: tasks with a signature in task order, then the transfers
         compute = onchip = offchip = interconnect = 0.0
-        for parts in self.task_parts:
-            if parts is None:
-                continue
+        for parts in filter(None, self.task_parts):  # (None: a task without a cost)
             compute += parts[0]
             onchip += parts[1]
             offchip += parts[2]
@@ -507,6 +508,7 @@ class Scheduler:
         tables = GraphTables(g) if self.memo is None else self.memo.tables(g)
         self.root_of = tables.root_of
         self.bytes_of = tables.bytes_of
+        self.size_of = tables.bytes_of.__getitem__
         self.core_events = [self.memories[name].events for name in self.mem_names]
         self.dram_events = self.memories[self.dram_name].events
         self.remaining_uses = list(tables.uses)
@@ -761,12 +763,13 @@ class Scheduler:
             # the tensors it touches, each once: a task's writes are the tensors it produces,
             # never one it reads nor one another; its reads may name a tensor twice
             reads = task.reads
-            if len(reads) < 2 or (len(reads) == 2 and reads[0] != reads[1]) or len(set(reads)) == len(reads):
+            n = len(reads)
+            if n < 2 or (reads[0] != reads[1] if n == 2 else len(set(reads)) == n):
                 touched = reads + task.writes
             else:
                 touched = tuple(dict.fromkeys(reads + task.writes))
             # which of them depends only on the budget and the sizes in operand order
-            key = (budget, *map(self.bytes_of.__getitem__, touched))
+            key = (budget, *map(self.size_of, touched))
             picks = self.stream_picks.get(key)
             if picks is None:
                 picks = self.stream_picks[key] = _largest_within(key[1:], budget)
@@ -841,17 +844,19 @@ class Scheduler:
         route = self.routes[src + 1][dst + 1]
         if route is not None:
             return route
+        # the routes through DRAM are one list each, whatever the core (`_estimate_arrivals`
+        # computes an arrival once per route)
         if src == DRAM:
-            route = [self.dram_read]
+            route = self.from_dram
         elif dst == DRAM:
-            route = [self.dram_write]
+            route = self.to_dram
         else:
             link = self.links.get((src, dst))
             if link is not None:
                 route = [link]
             else:
                 route = next(([bus] for members, bus in self.buses if src in members and dst in members),
-                             [self.dram_write, self.dram_read])
+                             self.through_dram)
         self.routes[src + 1][dst + 1] = route
         return route
 
@@ -1045,6 +1050,7 @@ NOTHING: frozenset[int] = frozenset()
 
 _second = itemgetter(1)
 _third = itemgetter(2)
+_fifth = itemgetter(4)
 
 
 def _largest_within(sizes: tuple[int, ...], budget: float) -> tuple[int, ...]:
