@@ -940,6 +940,8 @@ class Scheduler:
         pending = self.pending_bytes[core]
         if resident + pending + nbytes <= capacity:
             return time  # fits even if no pending free has happened yet
+        if nbytes > capacity and not self.resident[core]:
+            return None  # larger than the memory, nothing to evict: the answer below, sooner
         frees = self.pending_frees[core]  # sorted (`_drop` inserts in order)
         # tasks are placed in order of readiness and nothing is allocated before the ready
         # time of the task being placed, so earlier frees can be forgotten
