@@ -221,6 +221,7 @@ class ExtractCache:
     pieces: dict[tuple, tuple] = field(default_factory=dict)  # `_Extractor.add_pieces`: per result, its pieces
     page_marks: tuple[Any, bool] | None = None  # (function, whether an op of it has `monet.page` marks)
     tilings: dict[int, tuple] = field(default_factory=dict)  # id(monet.tiling) -> (it, axis, tiles, stack)
+    splits: dict[tuple[int, int], tuple] = field(default_factory=dict)  # (id(op), id(tiling)) -> `splits_of`
     runs: dict[tuple, Any] = field(default_factory=dict)
     """Per run of fused ops and the storage of its inputs, its tasks and tensors (`_FusedRun`;
     None: not recordable, added op by op)."""
@@ -517,21 +518,28 @@ class _Extractor:
         """Values computed whole but read by tiles: (axis, tiles) to store them as row pieces,
         so that each tile reads only its rows."""
         hints: dict[Hashable, tuple[int, int]] = {}
+        splits = self.cache.splits
         for item in program:
             tiling = item.tiling
             if tiling is None:
                 continue
             op = item.op
-            if not op.results:
-                continue
-            _, axis, tiles, _ = self.tiling_of(tiling)
-            plan = self.tile_plan(op, axis, tiles)
+            known = splits.get((id(op), id(tiling)))
+            if known is None or known[0] is not op or known[1] is not tiling:
+                known = splits[(id(op), id(tiling))] = (op, tiling, self.splits_of(op, tiling))
             operands = item.operands
-            for index, operand_axis in plan.split:
+            for index, hint in known[2]:
                 operand = operands[index]
                 if operand not in hints:
-                    hints[operand] = (operand_axis, tiles)
+                    hints[operand] = hint
         return hints
+
+    def splits_of(self, op: Operation, tiling) -> tuple[tuple[int, tuple[int, int]], ...]:
+        """Per operand of a tiled op read whole by it in rows: (operand index, its split hint)."""
+        if not op.results:
+            return ()
+        _, axis, tiles, _ = self.tiling_of(tiling)
+        return tuple((index, (operand_axis, tiles)) for index, operand_axis in self.tile_plan(op, axis, tiles).split)
 
     def tiling_of(self, tiling) -> tuple[Any, int, int, int]:
         """(tiling, axis, tiles, stack) of a `monet.tiling`, read once per attribute object."""
@@ -641,12 +649,10 @@ class _Extractor:
             known = self.cache.pieces[key] = (op, item.results, self.cache.layout(axis, bounds),
                                               [(f"{name}[{lo}:{hi}]", -(-nbytes * (hi - lo) // full)) for lo, hi in bounds])
         tensors = self.tensors
-        pieces = []
-        for piece_name, piece_bytes in known[3]:
-            tid = len(tensors)
-            tensors.append(TensorInfo(tid, piece_name, piece_bytes, kind, persistent, producer, [], tid))
-            pieces.append(tid)
-        pieces = tuple(pieces)
+        first = len(tensors)
+        tensors += [TensorInfo(tid, piece_name, piece_bytes, kind, persistent, producer, [], tid)
+                    for tid, (piece_name, piece_bytes) in enumerate(known[3], first)]
+        pieces = tuple(range(first, len(tensors)))
         self.parts[result] = (pieces, known[2])
         return pieces
 
@@ -728,7 +734,7 @@ class _Extractor:
         runs = self.cache.runs
         run = runs.get(key)
         if run:
-            run.add(self, program, start, inputs)
+            run.add(self, program, start, inputs, stack)
             return end
         tasks_before, tensors_before = len(self.tasks), len(self.tensors)
         for position in range(start, end):
@@ -934,7 +940,8 @@ class _FusedRun:
             return None
         return _FusedRun(tuple(distinct), own_tensors, ops, stored)
 
-    def add(self, extractor: _Extractor, program: list[ProgramOp], start: int, inputs: list[_Stored]) -> None:
+    def add(self, extractor: _Extractor, program: list[ProgramOp], start: int, inputs: list[_Stored],
+            stack: int) -> None:
         tasks, tensors, parts = extractor.tasks, extractor.tensors, extractor.parts
         tasks_before, tensors_before = len(tasks), len(tensors)
         flat: tuple[int, ...] = ()
@@ -957,15 +964,16 @@ class _FusedRun:
                 for t in reads if once_of is None else once_of(flat):
                     tensor = tensors[t]
                     tensor.consumers.append(index)
-                    if tensor.producer is not None:
-                        preds.add(tensor.producer)
+                    producer = tensor.producer
+                    if producer is not None:
+                        preds.add(producer)
                 if barrier_preds:
                     preds.update(barrier_preds)
                 tasks.append(Task(index, name, node, phase, sig, reads, writes_of(flat), preds, (), position,
                                   dict(zip(role_keys(flat), roles)) if roles else {}))
                 index += 1
             if tiled:
-                extractor.stacks.setdefault(extractor.tiling_of(item.tiling)[3], []).append(list(range(first, index)))
+                extractor.stacks.setdefault(stack, []).append(list(range(first, index)))
             for r, spec in zip(item.results, results):
                 parts[r] = inputs[spec] if isinstance(spec, int) else stored[spec[0]]
 
