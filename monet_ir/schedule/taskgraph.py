@@ -224,10 +224,10 @@ class ExtractCache:
     splits: dict[tuple[int, int], tuple] = field(default_factory=dict)  # (id(op), id(tiling)) -> `splits_of`
     runs: dict[tuple, Any] = field(default_factory=dict)
     """Per run of fused ops and the storage of its inputs, its tasks and tensors (`_FusedRun`;
-    None: not recordable, added op by op)."""
+    False: not recordable, added op by op)."""
     runs_limit: int = 4096
     reuse: bool = True
-    """False: no prefix, tile template or compiled item is used, every op goes through the
+    """False: no prefix, tile template, recorded run or compiled item is used, every op goes through the
     general path (the tests compare both ways)."""
 
     def layout(self, axis: int, bounds: Iterable[tuple[int, int]]) -> _Layout:
