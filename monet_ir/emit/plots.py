@@ -404,8 +404,9 @@ def scatter(path: Path, title: str, xlabel: str, ylabel: str, points: Sequence[t
         svg.line(px, ax.top, px, ax.top + ax.height, stroke=TAB["tab:red"], width=0.8, extra=' stroke-dasharray="4 2"')
         entries.append(("budget", TAB["tab:red"], "dashed"))
     ax.frame(title=title, xlabel=xlabel, ylabel=ylabel)
-    if entries:
-        ax.legend([e for e in entries if e[0]])
+    shown = [e for e in entries if e[0]]  # (a series without a label stays out of the legend)
+    if shown:
+        ax.legend(shown)
     return svg.write(path)
 
 

@@ -131,6 +131,9 @@ def test_scatter_places_colours_and_thins_points(tmp_path):
     texts = _texts(path)
     assert {"title", "x", "y", "energy", "seed", "front", "evaluated", "chosen", "budget"} <= set(texts)
     assert any(line.get("stroke-dasharray") for line in ET.parse(path).getroot().iter(f"{SVG_NS}line"))
+    # without labels (as monet sweep draws its designs) there is no legend box at all
+    bare = plots.scatter(tmp_path / "bare.svg", "t", "x", "y", points, values=[0.0, 0.0, 5.0, 10.0])
+    assert not [r for r in ET.parse(bare).getroot().iter(f"{SVG_NS}rect") if r.get("stroke") == "#ccc"]
 
 
 def test_explore_writes_its_front_as_svg_or_png(tmp_path):
