@@ -81,6 +81,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import partial
 from collections.abc import Set
 from typing import NamedTuple
 
@@ -261,6 +262,9 @@ class PlannedClone(NamedTuple):
     operands: tuple[SSAValue | CloneKey, ...]
 
 
+_planned_clone = partial(tuple.__new__, PlannedClone)  # (`PlannedClone(...)` without its Python-level __new__)
+
+
 @dataclass
 class RecomputeRewrite:
     """The whole rewrite, decided without touching the IR: per backward op, the clones to insert
@@ -310,13 +314,15 @@ def plan_copy(
     Iterative post-order walk: operands are cloned before their users, and cones can be as
     deep as the whole forward pass (recompute-all), deeper than Python's recursion limit."""
     stack = [value.owner]  # the ops to clone (a value is copied with its op)
+    operand_roots = problem.operand_roots
     while stack:
         op = stack[-1]
-        if (region, id(op)) in made:
+        key = (region, id(op))
+        if key in made:
             stack.pop()
             continue
         # an operand is kept when its root is None, or a saved storage that is not dropped
-        roots = problem.operand_roots(op)
+        roots = operand_roots(op)
         missing = [owner for _, r, owner, root_id, saved in roots
                    if r is not None and (root_id in dropped_ids or not saved) and (region, id(owner)) not in made]
         if missing:
@@ -324,10 +330,10 @@ def plan_copy(
             continue
         stack.pop()
         # kept operands are read where they are, even if a clone of their op exists
-        operands = tuple(o if r is None or (saved and root_id not in dropped_ids) else (region, o)
-                         for o, r, _, root_id, saved in roots)
-        out.append(PlannedClone(op, region, operands))
-        made.add((region, id(op)))
+        operands = tuple([o if r is None or (saved and root_id not in dropped_ids) else (region, o)
+                          for o, r, _, root_id, saved in roots])
+        out.append(_planned_clone((op, region, operands)))
+        made.add(key)
 
 
 def recompute(fn: func.FuncOp, problem: plans.CheckpointProblem, dropped: frozenset[SSAValue]) -> int:

@@ -55,7 +55,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from xdsl.context import Context
@@ -419,7 +419,7 @@ class Evaluator:
         self._plan_ops: list | None = None  # the base step's compute ops, as fuse-layers plans them
         self._plan_memo: dict = {}  # fuse-layers' per-stack plans (`FuseLayersPass.plan`'s memo)
         self._base_program: list | None = None  # the base step as `ProgramOp`s
-        self._base_positions: dict = {}  # op -> its position in the base program
+        self._base_positions: dict = {}  # id(op) -> its position in the base program (whose items hold the ops)
         self._copy_results: dict = {}  # (id(op), segment) -> (op, the result keys of its recompute copy)
         from monet_ir.analysis.ir_signatures import signature_of
 
@@ -491,11 +491,13 @@ class Evaluator:
         from monet_ir.schedule.taskgraph import ProgramOp, ir_program
         from passes.activation_checkpoint import RECOMPUTE_SUFFIX, plan_rewrite
 
+        _program_op = partial(tuple.__new__, ProgramOp)  # (`ProgramOp(...)` without its Python-level __new__)
+
         tiling = self.tiling_plan(fusion, tiles)
         fn = self.step_fn
         if self._base_program is None:
             self._base_program = list(ir_program(fn))
-            self._base_positions = {item.op: i for i, item in enumerate(self._base_program)}
+            self._base_positions = {id(item.op): i for i, item in enumerate(self._base_program)}
         try:
             dropped = plan_named(self.checkpoint_problem, recompute)
         except PlanError as e:
@@ -504,33 +506,35 @@ class Evaluator:
         if not rewrite.rewired and not tiling:
             return self._base_program
         # the base program, but at the ops the plans change (copies before them, other operands
-        # or a tiling): runs of unchanged ops are copied as slices
+        # or a tiling): runs of unchanged ops are copied as slices. (The plans' dicts are read
+        # by position, keyed by the ops' ids: an op's own hash is a Python call.)
         base_program, where, copy_results = self._base_program, self._base_positions, self._copy_results
-        changed = sorted({where[op] for op in (*rewrite.clones_before, *rewrite.rewired, *tiling)})
+        clones_at = {where[id(op)]: clones for op, clones in rewrite.clones_before.items()}
+        rewired_at = {where[id(op)]: rewired for op, rewired in rewrite.rewired.items()}
+        tiling_at = {where[id(op)]: op_tiling for op, op_tiling in tiling.items()}
         program = []
         last = 0
-        for position in changed:
+        for position in sorted({*clones_at, *rewired_at, *tiling_at}):
             program += base_program[last:position]
             last = position + 1
             base = base_program[position]
-            op = base.op
-            for copy in rewrite.clones_before.get(op, ()):
+            for copy in clones_at.get(position, ()):
                 # the same results object for the same copy each time (the extractor keeps
                 # what it reads from a program item by its results)
                 known = copy_results.get((id(copy.op), copy.region))
                 if known is None or known[0] is not copy.op:
                     known = copy_results[(id(copy.op), copy.region)] = (
                         copy.op, tuple((copy.region, r) for r in copy.op.results))
-                program.append(ProgramOp(copy.op, "recompute", copy.operands, known[1], RECOMPUTE_SUFFIX))
-            rewired = rewrite.rewired.get(op)
-            op_tiling = tiling.get(op)
+                program.append(_program_op((copy.op, "recompute", copy.operands, known[1], RECOMPUTE_SUFFIX, None)))
+            rewired = rewired_at.get(position)
+            op_tiling = tiling_at.get(position)
             if rewired is None and op_tiling is None:
                 program.append(base)
                 continue
             operands = base.operands
             if rewired is not None:
-                operands = tuple(rewired.get(i, v) for i, v in enumerate(operands))
-            program.append(ProgramOp(op, base.phase, operands, base.results, "", op_tiling))
+                operands = tuple([rewired.get(i, v) for i, v in enumerate(operands)])
+            program.append(_program_op((base.op, base.phase, operands, base.results, "", op_tiling)))
         program += base_program[last:]
         return program
 

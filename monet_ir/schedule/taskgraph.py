@@ -882,8 +882,8 @@ class _FusedRun:
         if len(slot_of) != len(flat):
             return None  # (inputs sharing tensors but not their storage: not expected)
         own = len(flat)
-        for t in range(tensors_before, len(tensors)):
-            slot_of[t] = own + t - tensors_before
+        slot_of.update(zip(range(tensors_before, len(tensors)), range(own, own + len(tensors) - tensors_before)))
+        slot = slot_of.__getitem__
 
         own_tensors = []
         for x in tensors[tensors_before:]:
@@ -896,18 +896,20 @@ class _FusedRun:
         by_op: dict[int, list[Task]] = {}
         for task in tasks[tasks_before:]:
             by_op.setdefault(task.op_index, []).append(task)
-        producer = {}  # slot -> the producer of its tensor when recorded
-        for t, i in slot_of.items():
-            producer[i] = tensors[t].producer
+        # per slot, the producer of its tensor when recorded
+        producer = [tensors[t].producer for t in flat] + [x.producer for x in tensors[tensors_before:]]
         try:
             for offset, item in enumerate(items):
                 view = isinstance(item.op, nn.ReshapeOp)
                 values = [parts[v] for v in item.operands]
                 barrier = None
+                barrier_preds: list[int] = []
                 if not view:
                     _, axis, tiles, _ = extractor.tiling_of(item.tiling)
                     if extractor.tile_plan(item.op, axis, tiles).barrier:
-                        barrier = _slots_getter(tuple(slot_of[t] for v in values for t in v[0]))
+                        barrier = _slots_getter(tuple(slot(t) for v in values for t in v[0]))
+                        # (the same for each task of the op)
+                        barrier_preds = [p for p in {producer[i] for i in barrier(range(len(slot_of)))} if p is not None]
                 results: list[Any] = []
                 for r in item.results:
                     v = parts[r]
@@ -916,25 +918,25 @@ class _FusedRun:
                         continue
                     if id(v) not in stored_index:
                         stored_index[id(v)] = len(stored)
-                        stored.append((_slots_getter(tuple(slot_of[t] for t in v[0])), v[1]))
+                        stored.append((_slots_getter(tuple(map(slot, v[0]))), v[1]))
                     results.append((stored_index[id(v)],))
                 specs = []
                 for task in by_op.get(start + offset, ()):
                     if task.in_place or task.page:
                         return None
-                    reads = tuple(slot_of[t] for t in task.reads)
-                    once = tuple(dict.fromkeys(reads))
+                    reads = tuple(map(slot, task.reads))
+                    once = tuple(dict.fromkeys(reads)) if len(reads) > 1 else reads
                     # the preds `add` makes (in the same order), checked against the task's
                     preds = {producer[i] for i in once if producer[i] is not None}
-                    if barrier is not None:
-                        preds.update([p for p in {producer[i] for i in barrier(range(len(slot_of)))} if p is not None])
+                    if barrier_preds:
+                        preds.update(barrier_preds)
                     if list(task.preds) != list(preds):
                         return None
-                    roles = tuple(task.roles.items())
+                    roles = task.roles
                     specs.append((_slots_getter(reads), None if once == reads else _slots_getter(once),
-                                  _slots_getter([slot_of[t] for t in task.writes]),
-                                  _slots_getter([slot_of[t] for t, _ in roles]), tuple(role for _, role in roles),
-                                  task.op, task.node, task.phase, task.sig))
+                                  _slots_getter(tuple(map(slot, task.writes))),
+                                  _slots_getter(tuple(map(slot, roles))) if roles else _no_reads,
+                                  tuple(roles.values()), task.op, task.node, task.phase, task.sig))
                 ops.append((barrier, not view, tuple(results), specs))
         except KeyError:  # a task reading a tensor of no input
             return None
@@ -993,9 +995,13 @@ def _single_getter(index: int):
 def _slots_getter(slots: Sequence[int]):
     """A function returning the tuple of a tuple's items at `slots` (a slice when they follow
     each other: no Python call per use)."""
-    if slots and list(slots) == list(range(slots[0], slots[0] + len(slots))):
-        return itemgetter(slice(slots[0], slots[0] + len(slots)))
-    return itemgetter(*slots) if len(slots) > 1 else _single_getter(slots[0]) if slots else _no_reads
+    count = len(slots)
+    if not count:
+        return _no_reads
+    first = slots[0]
+    if slots[-1] - first == count - 1 and (count < 3 or tuple(slots) == tuple(range(first, first + count))):
+        return itemgetter(slice(first, first + count))
+    return itemgetter(*slots)
 
 
 def _no_reads(flat: tuple) -> tuple:
