@@ -50,7 +50,6 @@ from __future__ import annotations
 import functools
 import math
 import random
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -774,6 +773,3 @@ class _Progress:
             self.log.close()
             self.log = None
 
-
-def stderr_progress(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)

@@ -37,7 +37,7 @@ from typing import Any
 
 from monet_ir.cost.signature import Cost, LoopNestSig
 from monet_ir.errors import InternalError, MonetError, expected_errors
-from monet_ir.schedule.taskgraph import Task, TaskGraph, TensorInfo
+from monet_ir.schedule.taskgraph import Task, TaskGraph
 from targets import Core, Target
 
 DRAM = -1  # location id of off-chip memory
@@ -1088,6 +1088,3 @@ def schedule(graph: TaskGraph, target: Target, allocation=None) -> Schedule:
 
     return Scheduler(graph, target, allocation, cost_of, can_run).run()
 
-
-def tensor_label(t: TensorInfo) -> str:
-    return t.name
