@@ -180,7 +180,6 @@ class ScheduleMemo:
     def __init__(self) -> None:
         self.prices: dict[tuple[int, tuple[int, ...]], tuple[Any, dict, dict]] = {}
         self.stream_picks: dict[tuple, tuple[int, ...]] = {}  # (budget, *sizes) -> `_largest_within`
-        self.spilled_roles: dict[int, tuple[Cost, frozenset[str]]] = {}  # `Scheduler._streamed`
         self.graphs: OrderedDict[int, tuple[TaskGraph, GraphTables]] = OrderedDict()
 
     def tables(self, graph: TaskGraph) -> GraphTables:
@@ -327,12 +326,10 @@ class Scheduler:
                       for b in target.interconnect.buses]
         self.costs: list[dict[int, Cost]] = []
         self.every_core = tuple(range(n_cores))
-        # per task, for each core it may run on: its cycles there and the energy parts of its
-        # cost there (`split_energy`)
-        self.on_core: list[dict[int, tuple[float, tuple[float, float, float]]]] = []
+        # per task, for each core it may run on: its cycles there, the energy parts of its cost
+        # there (`split_energy`) and what the op streams through DRAM itself (`stream_of`)
+        self.on_core: list[dict[int, tuple[float, tuple[float, float, float], Any]]] = []
         self.stream_picks = memo.stream_picks if memo is not None else {}  # (budget, *sizes) -> `_largest_within`
-        # id(cost) -> (cost, the loop-nest roles it streams)
-        self.spilled_roles: dict[int, tuple[Cost, frozenset[str]]] = memo.spilled_roles if memo is not None else {}
 
     def _dram_resource(self, direction: str) -> Resource:
         dram = self.target.dram
@@ -401,10 +398,10 @@ class Scheduler:
 
     def _options(self, task: Task, allowed: tuple[int, ...]) -> tuple[Any, dict, dict]:
         """(signature, cost per allowed core able to run the task, (its cycles there, the
-        energy parts of that cost)), as `on_core` holds them."""
+        energy parts of that cost, `stream_of` it)), as `on_core` holds them."""
         sig = task.sig
         if sig is None:  # views: free, run where the data is
-            return None, {c: None for c in allowed}, {c: (0.0, None) for c in allowed}
+            return None, {c: None for c in allowed}, {c: (0.0, None, None) for c in allowed}
         from monet_ir.cost import CostError
 
         cores = self.target.cores
@@ -422,7 +419,9 @@ class Scheduler:
             where = "the allowed cores " + str(list(allowed)) if self.allocation else f"target '{self.target.name}'"
             why = f": {refusals[0]}" if refusals else ""
             raise ScheduleError(f"no core of {where} can run {task.op} (node '{task.node}', {kind} op){why}")
-        return sig, options, {c: (self.cycles(cost, c), split_energy(cost)) for c, cost in options.items()}
+        loop_nest = isinstance(sig, LoopNestSig)
+        return sig, options, {c: (self.cycles(cost, c), split_energy(cost), stream_of(cost, loop_nest))
+                              for c, cost in options.items()}
 
     def allowed_cores(self, task: Task) -> tuple[int, ...]:
         every = self.every_core
@@ -575,7 +574,8 @@ class Scheduler:
         done_flags = self.done
         task_core, task_start, task_end = self.task_core, self.task_start, self.task_end
         task_cost, task_parts = self.task_cost, self.task_parts
-        streamed_of, room_at, free, transfer = self._streamed, self._room_at, self._free, self._transfer
+        room_at, free, transfer = self._room_at, self._free, self._transfer
+        stream_picks, size_of = self.stream_picks, self.size_of
         placed = 0
         while heap:
             ready, index = pop(heap)  # `ready` is ready_time[index]: its predecessors are all done
@@ -612,9 +612,33 @@ class Scheduler:
                     op_core[op_index] = core
                 # tensors this task moves through DRAM instead of holding them (its own cost
                 # counts the traffic, or no room on chip); `unpaid`: outputs streamed by us
-                streamed = streamed_of(task, cost)
-                unpaid = None
+                cycles, parts, spill = runs[core]
                 reads = task.reads
+                # (a task's reads may name a tensor twice)
+                n = len(reads)
+                unique = n < 2 or (reads[0] != reads[1] if n == 2 else len(set(reads)) == n)
+                if spill is None:
+                    streamed = NOTHING
+                elif spill.__class__ is frozenset:  # a loop-nest op: the roles its model spilled
+                    streamed = frozenset([t for t, role in task.roles.items() if role in spill])
+                else:
+                    # a vector op: its largest tensors up to the DRAM bytes its cost counts, each
+                    # once (its writes are the tensors it produces, never one it reads nor one
+                    # another); which of them depends only on the budget and the sizes in operand
+                    # order
+                    if unique:
+                        touched = reads + task.writes
+                    else:
+                        touched = tuple(dict.fromkeys(reads + task.writes))
+                    key = (spill, *map(size_of, touched))
+                    picks = stream_picks.get(key)
+                    if picks is None:
+                        picks = stream_picks[key] = _largest_within(key[1:], spill)
+                    if len(picks) == len(touched):
+                        streamed = frozenset(touched)
+                    else:
+                        streamed = frozenset(map(touched.__getitem__, picks))
+                unpaid = None
                 capacity = capacities[core]
                 # inputs start arriving as soon as they exist and there is room (prefetch while
                 # the core finishes earlier work), as Stream fills idle link time
@@ -678,7 +702,6 @@ class Scheduler:
                         unpaid.add(tid)
                     else:
                         start, need = when, need + nbytes
-                cycles, parts = runs[core]
                 end = start + cycles
                 core_free[core] = end
                 done_flags[index] = 1
@@ -711,10 +734,9 @@ class Scheduler:
                 if task.in_place:
                     self._write_back(task, core, end)
                 # `_release_inputs`
-                for tid in reads if len(reads) == 1 or (len(reads) == 2 and reads[0] != reads[1]) else set(reads):
+                for tid in reads if unique else set(reads):
                     root = root_of[tid]
-                    left = remaining[root] - 1
-                    remaining[root] = left
+                    remaining[root] = left = remaining[root] - 1
                     if left <= 0:
                         copies = all_copies[root]
                         if not copies:
@@ -730,8 +752,8 @@ class Scheduler:
             for s in succ[index]:
                 if end > ready_time[s]:
                     ready_time[s] = end
-                indegree[s] -= 1
-                if indegree[s] == 0:
+                indegree[s] = left = indegree[s] - 1
+                if not left:
                     push(heap, (ready_time[s], s))
         return placed
 
@@ -750,42 +772,6 @@ class Scheduler:
         self._done(task.index, core, start, start)
         self._release_inputs(task, start)
         return start
-
-    def _streamed(self, task: Task, cost: Cost) -> frozenset[int]:
-        """Tensors the op moves to or from DRAM itself (its cost already counts that traffic):
-        the roles the loop-nest model spilled, or everything a vector op's data does not fit."""
-        if not isinstance(task.sig, LoopNestSig):
-            # a vector op streams the part of its data that does not fit its memory: the
-            # largest tensors, up to the DRAM bytes its cost counts
-            budget = cost.dram_bytes
-            if budget <= 0:
-                return NOTHING
-            # the tensors it touches, each once: a task's writes are the tensors it produces,
-            # never one it reads nor one another; its reads may name a tensor twice
-            reads = task.reads
-            n = len(reads)
-            if n < 2 or (reads[0] != reads[1] if n == 2 else len(set(reads)) == n):
-                touched = reads + task.writes
-            else:
-                touched = tuple(dict.fromkeys(reads + task.writes))
-            # which of them depends only on the budget and the sizes in operand order
-            key = (budget, *map(self.size_of, touched))
-            picks = self.stream_picks.get(key)
-            if picks is None:
-                picks = self.stream_picks[key] = _largest_within(key[1:], budget)
-            if len(picks) == len(touched):
-                return frozenset(touched)
-            return frozenset(map(touched.__getitem__, picks))
-        # the roles a cost spills, per cost (kept by the memo across schedules; the entry holds
-        # the cost, so its id stays its own)
-        known = self.spilled_roles.get(id(cost))
-        if known is None or known[0] is not cost:
-            known = self.spilled_roles[id(cost)] = (
-                cost, frozenset(k.split(".", 1)[1] for k in cost.breakdown_pj if k.startswith("dram.")))
-        spilled = known[1]
-        if spilled:
-            return frozenset(t for t, role in task.roles.items() if role in spilled)
-        return NOTHING
 
     def _where_data_is(self, task: Task, allowed: tuple[int, ...]) -> int:
         for tid in task.reads:
@@ -1068,6 +1054,17 @@ def _largest_within(sizes: tuple[int, ...], budget: float) -> tuple[int, ...]:
         picks.append(i)
         budget -= sizes[i]
     return tuple(picks)
+
+
+def stream_of(cost: Cost, loop_nest: bool) -> Any:
+    """What an op moves to or from DRAM itself, by its cost there (found once per signature and
+    core, `Scheduler._options`): None for nothing; for a loop-nest op, the roles its model spilled
+    (a frozenset); for a vector op, the DRAM bytes its cost counts (it streams the part of its
+    data that does not fit its memory: its largest tensors, up to those bytes)."""
+    if loop_nest:
+        return frozenset(k.split(".", 1)[1] for k in cost.breakdown_pj if k.startswith("dram.")) or None
+    budget = cost.dram_bytes
+    return budget if budget > 0 else None
 
 
 def split_energy(cost: Cost) -> tuple[float, float, float]:
