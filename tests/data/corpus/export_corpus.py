@@ -218,6 +218,115 @@ def transformers_models():
                                 num_labels=10), image(2, 3, 64)
 
 
+class Named(tuple):
+    """Example inputs with their graph input names (the default names are `x` for one float
+    input and `input_ids` for one integer input)."""
+
+    def __new__(cls, names, values):
+        self = super().__new__(cls, values)
+        self.names = list(names)
+        return self
+
+
+def waveform(b: int = 2, samples: int = 1600):
+    import torch
+
+    return (torch.randn(b, samples),)
+
+
+def sequence_models():
+    """Architectures the first corpus did not have: Llama-style decoders (RMSNorm, rotary
+    embeddings, SwiGLU, causal mask, grouped-query attention), recurrent nets, a UNet with
+    transposed convolutions and skip concatenations, a conv1d audio encoder and an
+    encoder-decoder with cross-attention."""
+    import torch
+    import transformers as hf
+
+    def build(config_class, model_class, **kw):
+        def make():
+            config = config_class(**kw)
+            config._attn_implementation = "eager"
+            return FirstOutput(model_class(config))
+
+        return make
+
+    decoder = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                   intermediate_size=128, vocab_size=100, max_position_embeddings=32, use_cache=False)
+    yield "llama", build(hf.LlamaConfig, hf.LlamaForCausalLM, **decoder), tokens()
+    yield "qwen2", build(hf.Qwen2Config, hf.Qwen2ForCausalLM, **decoder), tokens()
+    yield "lstm", lambda: _recurrent(torch.nn.LSTM), tokens()
+    yield "gru", lambda: _recurrent(torch.nn.GRU), tokens()
+    yield "unet", lambda: _unet(), image(2, 3, 32)
+    yield "wav2vec2", build(hf.Wav2Vec2Config, hf.Wav2Vec2Model, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=64, conv_dim=(32, 32, 32),
+                            conv_stride=(5, 4, 4), conv_kernel=(10, 8, 8), num_conv_pos_embeddings=16,
+                            num_conv_pos_embedding_groups=4, mask_time_prob=0.0), waveform(2, 1600)
+    yield "t5", lambda: _seq2seq(build(hf.T5Config, hf.T5ForConditionalGeneration, d_model=64, d_kv=32, d_ff=128,
+                                       num_layers=2, num_heads=2, vocab_size=100, use_cache=False)()), \
+        Named(["input_ids", "decoder_input_ids"], tokens() + tokens(1, 8))
+
+
+def _seq2seq(wrapped):
+    """Passes the decoder's tokens by name (the second positional argument is the attention mask)."""
+    import torch
+
+    class Seq2Seq(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = wrapped.inner
+
+        def forward(self, input_ids, decoder_input_ids):
+            return self.inner(input_ids=input_ids, decoder_input_ids=decoder_input_ids).logits
+
+    return Seq2Seq()
+
+
+def _recurrent(cell):
+    import torch
+
+    class Recurrent(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(100, 32)
+            self.rnn = cell(32, 48, num_layers=2, batch_first=True)
+            self.head = torch.nn.Linear(48, 100)
+
+        def forward(self, ids):
+            out, _ = self.rnn(self.embed(ids))
+            return self.head(out)
+
+    return Recurrent()
+
+
+def _unet():
+    import torch
+    from torch import nn
+
+    def block(i, o):
+        return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(),
+                             nn.Conv2d(o, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU())
+
+    class UNet(nn.Module):
+        def __init__(self, c=8, classes=4):
+            super().__init__()
+            self.down1, self.down2, self.mid = block(3, c), block(c, 2 * c), block(2 * c, 4 * c)
+            self.up2 = nn.ConvTranspose2d(4 * c, 2 * c, 2, stride=2)
+            self.dec2 = block(4 * c, 2 * c)
+            self.up1 = nn.ConvTranspose2d(2 * c, c, 2, stride=2)
+            self.dec1 = block(2 * c, c)
+            self.out = nn.Conv2d(c, classes, 1)
+
+        def forward(self, x):
+            d1 = self.down1(x)
+            d2 = self.down2(nn.functional.max_pool2d(d1, 2))
+            m = self.mid(nn.functional.max_pool2d(d2, 2))
+            u2 = self.dec2(torch.cat([self.up2(m), d2], dim=1))
+            u1 = self.dec1(torch.cat([self.up1(u2), d1], dim=1))
+            return self.out(u1)
+
+    return UNet()
+
+
 # ---------------------------------------------------------------------- export and strip
 
 
@@ -254,7 +363,7 @@ def export(name: str, make, inputs, exporter: str, opset: int, out_dir: Path) ->
     model.train()
     stem = f"{name}.{exporter}.op{opset}"
     buf = io.BytesIO()
-    input_names = ["x"] if inputs[0].is_floating_point() else ["input_ids"]
+    input_names = getattr(inputs, "names", None) or (["x"] if inputs[0].is_floating_point() else ["input_ids"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if exporter == "ts":
@@ -292,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest["failed"] = [m for m in manifest["failed"] if m["architecture"] not in only]
     ts_opsets = [13, 14, 15, 16, 17]
     index = 0
-    for family in (torchvision_models, transformers_models):
+    for family in (torchvision_models, transformers_models, sequence_models):
         for name, make, inputs in family():
             index += 1
             if only and name not in only:
@@ -303,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                     manifest["models"].append(entry)
                     print(f"ok      {entry['file']} ({entry['nodes']} nodes, {entry['bytes']} bytes)", flush=True)
                 except Exception as e:  # an exporter that cannot export the model
+                    while e.__cause__ is not None:  # the dynamo exporter wraps the cause in its step's error
+                        e = e.__cause__
                     reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
                     manifest["failed"].append({"architecture": name, "exporter": exporter, "opset": opset,
                                                "reason": reason})
