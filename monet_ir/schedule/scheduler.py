@@ -31,7 +31,7 @@ from bisect import insort
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, islice
 from operator import itemgetter
 from typing import Any
 
@@ -94,7 +94,14 @@ class MemoryTrace:
         self.events.append((time, 2 if time <= allocated_at else 0, -nbytes))
 
     def peak(self) -> int:
-        return max(0, max(accumulate(map(_third, sorted(self.events))), default=0))
+        """The most bytes in use at once: the highest level over the events in (time, order,
+        delta) order. Events of one (time, order) all allocate (order 1, delta >= 0) or all
+        free (delta <= 0), so their own order never changes the highest level, which is at
+        the end of a group of allocations: sorted by time, then order, with two stable sorts on
+        one key each (cheaper than comparing the triples), the answer is the same."""
+        events = sorted(self.events, key=_second)
+        events.sort(key=_first)
+        return max(0, max(accumulate(map(_third, events)), default=0))
 
     def timeline(self) -> list[tuple[float, int]]:
         """(time, bytes in use after the event), one point per event."""
@@ -947,13 +954,13 @@ class Scheduler:
                 still = pending - sum(map(_second, frees[:first]))
             else:
                 still = sum(map(_second, frees[first:]))
-        if resident + nbytes <= capacity:
-            # waiting for the next frees is enough; prefer it to evicting live values
-            count = len(frees)
-            while resident + still + nbytes > capacity and first < count:
-                time, freed = frees[first]
+        if resident + nbytes <= capacity and resident + still + nbytes > capacity:
+            # waiting for the next frees is enough; prefer it to evicting live values: wait for
+            # the first after which the bytes still to be freed leave room (else the last)
+            for time, freed in islice(frees, first, None):
                 still -= freed
-                first += 1
+                if resident + still + nbytes <= capacity:
+                    break
         if resident + still + nbytes > capacity and self.resident[core]:
             # (with nothing resident there is nothing to evict: `_make_room` would return `time`)
             time = self._make_room(core, nbytes + still, {self.root_of[t] for t in reads}, time)
@@ -1036,6 +1043,7 @@ class Scheduler:
 NOTHING: frozenset[int] = frozenset()
 
 
+_first = itemgetter(0)
 _second = itemgetter(1)
 _third = itemgetter(2)
 _fifth = itemgetter(4)
