@@ -530,6 +530,38 @@ def convert_layer_norm(imp: Any, node: Any) -> None:
     }, outputs=node.output[:1])
 
 
+@converts("InstanceNormalization")
+def convert_instance_norm(imp: Any, node: Any) -> None:
+    """Normalization of each (sample, channel) over the spatial axes, then a per-channel scale
+    and bias: a layer norm over axes [2, rank) with a unit scale, then the scale and bias
+    reshaped to (C, 1, ..., 1) for the multiply and add (both exporters write PyTorch's
+    GroupNorm as Reshape, InstanceNormalization, Reshape, Mul, Add). A scale of constant ones
+    or a bias of constant zeros (GroupNorm's) emits no multiply or add."""
+    import numpy as np
+
+    from monet_ir.types import numpy_dtype_of
+
+    x = imp.value(node.input[0])
+    rank = len(x.type.get_shape())
+    if rank < 3:
+        raise Unsupported(f"input of rank {rank}: InstanceNormalization needs (N, C, D1, ...)")
+    elem = x.type.get_element_type()
+    unit = imp.materialize(f"{node_name(node)}/unit_scale", np.ones((1,), numpy_dtype_of(elem)),
+                           TensorType(elem, [1]))
+    y = emit(imp, node, nn.LayerNormOp, [x, unit, None], [x.type], {
+        "axis": int_attr(2), "epsilon": float_attr(attr(node, "epsilon", 1e-5)),
+    }, outputs=[]).results[0]
+    channel_type = TensorType(elem, [x.type.get_shape()[1]] + [1] * (rank - 2))
+    for i, op_class, identity in ((1, nn.MulOp, 1.0), (2, nn.AddOp, 0.0)):
+        name = node.input[i]
+        known = imp.known(name)
+        if known is not None and known.const is not None and np.all(imp.const_array(name) == identity):
+            continue
+        operand = emit(imp, node, nn.ReshapeOp, [imp.value(name)], [channel_type], outputs=[]).results[0]
+        y = emit(imp, node, op_class, [y, operand], [x.type], outputs=[]).results[0]
+    imp.bind(node.output[0], y)
+
+
 # ---------------------------------------------------------------------- pooling
 
 

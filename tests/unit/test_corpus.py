@@ -24,8 +24,6 @@ UNSUPPORTED: dict[str, str] = {
     "lstm.dynamo.op18.onnx": "(ai.onnx::LSTM): unsupported operator",
     "gru.ts.op16.onnx": "(ai.onnx::GRU): unsupported operator",
     "gru.dynamo.op18.onnx": "(ai.onnx::GRU): unsupported operator",
-    # group norm as the TorchScript exporter writes it (Reshape, InstanceNormalization, Reshape)
-    "wav2vec2.ts.op13.onnx": "(ai.onnx::InstanceNormalization): unsupported operator",
 }
 
 

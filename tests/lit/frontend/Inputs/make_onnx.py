@@ -32,7 +32,26 @@ def unsupported():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def instance_norm():
+    """An affine instance norm (scale and bias are parameters) and GroupNorm(2, 4) as the
+    TorchScript exporter writes it (Constant ones and zeros for the instance norm)."""
+    inits = [numpy_helper.from_array(np.ones(4, np.float32), "in.weight"),
+             numpy_helper.from_array(np.zeros(4, np.float32), "in.bias"),
+             numpy_helper.from_array(np.array([1, 2, -1], np.int64), "grouped"),
+             numpy_helper.from_array(np.array([1, 4, 8], np.int64), "full")]
+    nodes = [helper.make_node("InstanceNormalization", ["x", "in.weight", "in.bias"], ["a"], name="/in",
+                              epsilon=1e-3),
+             helper.make_node("Reshape", ["a", "grouped"], ["g"], name="/gn/Reshape"),
+             helper.make_node("Constant", [], ["ones"], value=numpy_helper.from_array(np.ones(2, np.float32))),
+             helper.make_node("Constant", [], ["zeros"], value=numpy_helper.from_array(np.zeros(2, np.float32))),
+             helper.make_node("InstanceNormalization", ["g", "ones", "zeros"], ["n"], name="/gn/in"),
+             helper.make_node("Reshape", ["n", "full"], ["y"], name="/gn/Reshape_1")]
+    graph = helper.make_graph(nodes, "norms", [helper.make_tensor_value_info("x", F, [1, 4, 8])],
+                              [helper.make_tensor_value_info("y", F, [1, 4, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 if __name__ == "__main__":
     kind, out = sys.argv[1], sys.argv[2]
-    model = {"mlp": mlp, "unsupported": unsupported}[kind]()
+    model = {"mlp": mlp, "unsupported": unsupported, "instance_norm": instance_norm}[kind]()
     save(model, out)
