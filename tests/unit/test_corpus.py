@@ -18,13 +18,7 @@ MODELS = sorted(p.name for p in CORPUS.glob("*.onnx"))
 TARGET = "edge_npu"
 
 # file -> what its one-line error says (the README lists the same models and reasons)
-UNSUPPORTED: dict[str, str] = {
-    # recurrent layers: ONNX LSTM/GRU (a whole sequence loop in one node) are not modelled
-    "lstm.ts.op15.onnx": "(ai.onnx::LSTM): unsupported operator",
-    "lstm.dynamo.op18.onnx": "(ai.onnx::LSTM): unsupported operator",
-    "gru.ts.op16.onnx": "(ai.onnx::GRU): unsupported operator",
-    "gru.dynamo.op18.onnx": "(ai.onnx::GRU): unsupported operator",
-}
+UNSUPPORTED: dict[str, str] = {}
 
 
 def report_args(model: Path) -> argparse.Namespace:
