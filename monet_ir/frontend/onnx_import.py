@@ -368,6 +368,7 @@ class OnnxImporter:
     # ------------------------------------------------------------------ nodes
 
     def _convert_nodes(self) -> None:
+        from monet_ir.frontend import onnx_recurrent  # noqa: F401  (registers the LSTM and GRU converters)
         from monet_ir.frontend import ort_training
         from monet_ir.frontend.onnx_ops import CONVERTERS, InputFailed, Unsupported
 

@@ -950,8 +950,3 @@ def convert_adam_optimizer(imp: Any, node: Any) -> None:
     for out, value in zip(node.output, [step, m, v, param], strict=False):
         if out:
             imp.bind(out, value)
-
-
-
-# LSTM and GRU live in their own module; importing it registers their converters
-from monet_ir.frontend import onnx_recurrent  # noqa: E402, F401
