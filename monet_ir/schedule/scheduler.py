@@ -582,6 +582,7 @@ class Scheduler:
         task_core, task_start, task_end = self.task_core, self.task_start, self.task_end
         task_cost, task_parts = self.task_cost, self.task_parts
         room_at, free, transfer = self._room_at, self._free, self._transfer
+        routes, add_transfer = self.routes, self.transfers.append
         stream_picks, size_of = self.stream_picks, self.size_of
         placed = 0
         while heap:
@@ -605,7 +606,8 @@ class Scheduler:
                     core = pinned
                     cost = options[pinned]
                 elif len(options) == 1:
-                    (core, cost), = options.items()
+                    core, = options
+                    cost = options[core]
                 else:
                     best = None
                     arrivals = self._estimate_arrivals(task, options, ready)
@@ -679,7 +681,18 @@ class Scheduler:
                                 self._ensure_in_dram(root, copies)
                                 here = transfer(root, DRAM, core, max(copies[DRAM], ready), "load")
                             else:
-                                here = transfer(root, src, core, when, "load" if src == DRAM else "copy")
+                                route = routes[src + 1][core + 1]
+                                if route is not None and len(route) == 1:
+                                    # `_transfer` over one hop, inlined
+                                    res = route[0]
+                                    sent = res.free_at
+                                    if when > sent:
+                                        sent = when
+                                    here = res.free_at = sent + nbytes * 8 / res.bits_per_cycle
+                                    add_transfer((root, src, core, sent, here, nbytes, nbytes * 8 * res.energy_pj_per_bit,
+                                                  res.name, "load" if src == DRAM else "copy"))
+                                else:
+                                    here = transfer(root, src, core, when, "load" if src == DRAM else "copy")
                                 resident_of[core][root] = when  # allocated here
                                 resident_bytes[core] += nbytes
                                 core_events[core].append((when, 1, nbytes))
