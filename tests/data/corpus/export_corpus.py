@@ -236,9 +236,9 @@ def waveform(b: int = 2, samples: int = 1600):
 
 def sequence_models():
     """Architectures the first corpus did not have: Llama-style decoders (RMSNorm, rotary
-    embeddings, SwiGLU, causal mask, grouped-query attention), recurrent nets, a UNet with
-    transposed convolutions and skip concatenations, a conv1d audio encoder and an
-    encoder-decoder with cross-attention."""
+    embeddings, SwiGLU, causal mask, grouped-query attention), recurrent nets, UNets (transposed
+    convolutions, GroupNorm, skip concatenations), conv1d audio encoders, encoder-decoders with
+    cross-attention and a mixture of experts (which neither exporter exports today)."""
     import torch
     import transformers as hf
 
@@ -246,6 +246,8 @@ def sequence_models():
         def make():
             config = config_class(**kw)
             config._attn_implementation = "eager"
+            if hasattr(config, "num_local_experts"):
+                config._experts_implementation = "eager"  # a loop over the experts, not grouped_mm
             return FirstOutput(model_class(config))
 
         return make
@@ -264,6 +266,69 @@ def sequence_models():
     yield "t5", lambda: _seq2seq(build(hf.T5Config, hf.T5ForConditionalGeneration, d_model=64, d_kv=32, d_ff=128,
                                        num_layers=2, num_heads=2, vocab_size=100, use_cache=False)()), \
         Named(["input_ids", "decoder_input_ids"], tokens() + tokens(1, 8))
+    yield "gn_unet", lambda: _gn_unet(), image(2, 3, 32)
+    yield "whisper_encoder", lambda: _whisper_encoder(hf), (torch.randn(2, 16, 32),)
+    yield "bart", lambda: _seq2seq(build(hf.BartConfig, hf.BartForConditionalGeneration, d_model=64, encoder_layers=2,
+                                         decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
+                                         encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100,
+                                         max_position_embeddings=32, use_cache=False)()), \
+        Named(["input_ids", "decoder_input_ids"], tokens() + tokens(1, 8))
+    yield "mixtral", build(hf.MixtralConfig, hf.MixtralForCausalLM, num_local_experts=4, num_experts_per_tok=2,
+                           **decoder), tokens()
+
+
+def _whisper_encoder(hf):
+    """Whisper's audio encoder (two conv1d over 16 mel bins, 32 frames) alone."""
+    import torch
+
+    config = hf.WhisperConfig(d_model=64, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=128,
+                              num_mel_bins=16, max_source_positions=16, decoder_layers=1, decoder_attention_heads=2,
+                              decoder_ffn_dim=128, vocab_size=100, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                              decoder_start_token_id=0)
+    config._attn_implementation = "eager"
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = hf.WhisperModel(config).encoder
+
+        def forward(self, features):
+            return self.encoder(features).last_hidden_state
+
+    return Encoder()
+
+
+def _gn_unet():
+    """A diffusion-style UNet: residual blocks of GroupNorm, SiLU and convolutions, a strided
+    convolution down, nearest upsampling and a skip concatenation up."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, i, o):
+            super().__init__()
+            self.n1, self.c1 = nn.GroupNorm(4, i), nn.Conv2d(i, o, 3, padding=1)
+            self.n2, self.c2 = nn.GroupNorm(4, o), nn.Conv2d(o, o, 3, padding=1)
+            self.skip = nn.Conv2d(i, o, 1)
+
+        def forward(self, x):
+            h = self.c1(nn.functional.silu(self.n1(x)))
+            return self.skip(x) + self.c2(nn.functional.silu(self.n2(h)))
+
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp, self.down_block = nn.Conv2d(3, 16, 3, padding=1), Block(16, 32)
+            self.down, self.mid = nn.Conv2d(32, 32, 3, stride=2, padding=1), Block(32, 32)
+            self.up, self.up_block = nn.Upsample(scale_factor=2, mode="nearest"), Block(64, 16)
+            self.out = nn.Conv2d(16, 3, 3, padding=1)
+
+        def forward(self, x):
+            h = self.down_block(self.inp(x))
+            m = self.mid(self.down(h))
+            return self.out(self.up_block(torch.cat([self.up(m), h], 1)))
+
+    return UNet()
 
 
 def _seq2seq(wrapped):
@@ -372,7 +437,7 @@ def export(name: str, make, inputs, exporter: str, opset: int, out_dir: Path) ->
                               input_names=input_names, output_names=["y"])
             proto = onnx.load_from_string(buf.getvalue())
         else:
-            program = torch.onnx.export(model, inputs, dynamo=True, opset_version=opset,
+            program = torch.onnx.export(model, tuple(inputs), dynamo=True, opset_version=opset,
                                         input_names=input_names, output_names=["y"], verbose=False)
             proto = program.model_proto
     strip(proto, stem)
