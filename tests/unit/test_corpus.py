@@ -62,11 +62,21 @@ def test_corpus_is_there_and_broad():
     assert sum(p.stat().st_size for p in CORPUS.iterdir()) < 15e6
 
 
+# architectures whose PyTorch FLOP count (manifest.json's torch_forward_flops) is not MONET's model
+FLOPS_NOT_COMPARABLE = {
+    "lstm": "FlopCounterMode has no formula for aten::lstm (it counts the head only)",
+    "gru": "PyTorch multiplies the zero initial state by R at the first step; the unrolled cell skips it",
+}
+
+
 @pytest.mark.parametrize("name", [m for m in MODELS if m not in UNSUPPORTED])
 def test_corpus_model_trains_and_reports(name):
     report = run_model(CORPUS / name)
     assert report["latency_cycles"] > 0
     assert report["ops"]["backward"] > 0 and report["ops"]["optimizer"] > 0
+    entry = next(m for m in json.loads((CORPUS / "manifest.json").read_text())["models"] if m["file"] == name)
+    if "torch_forward_flops" in entry and entry["architecture"] not in FLOPS_NOT_COMPARABLE:
+        assert report["flops"]["forward"]["matmul_conv"] == entry["torch_forward_flops"]
 
 
 @pytest.mark.parametrize("name", sorted(UNSUPPORTED))

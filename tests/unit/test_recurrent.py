@@ -100,3 +100,17 @@ def test_what_is_not_modelled_is_a_one_line_error(attrs, message):
     with pytest.raises(OnnxImportError) as info:
         import_onnx(model.SerializeToString(), source_name="rnn.onnx")
     assert str(info.value).splitlines()[0] == f"rnn.onnx: node '/rnn/GRU' (ai.onnx::GRU): {message}"
+
+
+@pytest.mark.parametrize("op,h0", [("LSTM", True), ("LSTM", False), ("GRU", True), ("GRU", False)])
+def test_matrix_product_flops_are_the_cells(op, h0):
+    """One input projection of all T steps (2·T·B·G·H·I) and one recurrent product per step
+    (2·B·G·H·H), none at the first step when the initial state is zero."""
+    from monet_ir.analysis.ir_signatures import matmul_conv_flops
+
+    gates = 4 if op == "LSTM" else 3
+    model, _ = rnn_model(op, h0=h0, c0=h0, linear_before_reset=1) if op == "GRU" else rnn_model(op, h0=h0, c0=h0)
+    module = import_onnx(model.SerializeToString(), source_name="rnn.onnx")
+    recurrent_steps = T if h0 else T - 1
+    expected = 2 * T * B * gates * H * I + recurrent_steps * 2 * B * gates * H * H
+    assert sum(matmul_conv_flops(o) for o in module.walk()) == expected

@@ -17,7 +17,9 @@ The files are stripped as the bundled examples/models/*.onnx are: every float in
 more than 64 elements keeps its name, dims and data type, and its data is declared external
 (`<file>.weights.bin`, which is not shipped); integer and small initializers keep their values
 (shape arithmetic needs them). `manifest.json` lists every file (architecture, exporter, opset,
-inputs) and every export that failed, with the exporter's reason.
+inputs; for the `sequence_models` family also PyTorch's forward matrix-product/convolution FLOPs
+and trainable parameter count, which tests/unit/test_corpus.py compares with MONET's report) and
+every export that failed, with the exporter's root cause.
 """
 
 from __future__ import annotations
@@ -452,6 +454,23 @@ def export(name: str, make, inputs, exporter: str, opset: int, out_dir: Path) ->
             "nodes": len(proto.graph.node), "bytes": path.stat().st_size}
 
 
+def pytorch_figures(make, inputs) -> dict:
+    """PyTorch's own count of the forward pass's matrix-product and convolution FLOPs
+    (FlopCounterMode: 2 x multiply-adds) and of the trainable parameters, on a fresh instance
+    in training mode (the exported instance is left untouched)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    model = make()
+    model.train()
+    with FlopCounterMode(display=False) as counter, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model(*tuple(inputs))
+    return {"torch_forward_flops": int(counter.get_total_flops()),
+            "torch_trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated architecture names")
@@ -471,9 +490,10 @@ def main(argv: list[str] | None = None) -> int:
             index += 1
             if only and name not in only:
                 continue
+            figures = pytorch_figures(make, inputs) if family is sequence_models else {}
             for exporter, opset in (("ts", ts_opsets[index % len(ts_opsets)]), ("dynamo", 18)):
                 try:
-                    entry = export(name, make, inputs, exporter, opset, out_dir)
+                    entry = {**export(name, make, inputs, exporter, opset, out_dir), **figures}
                     manifest["models"].append(entry)
                     print(f"ok      {entry['file']} ({entry['nodes']} nodes, {entry['bytes']} bytes)", flush=True)
                 except Exception as e:  # an exporter that cannot export the model
