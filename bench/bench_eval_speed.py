@@ -21,6 +21,13 @@ random candidates, the same list in every process:
   its order, the first `--warmup` of them not timed; a converged search evaluates far larger graphs than random
   genomes (most stacks fused, 16 tiles), and its time follows their mean, printed too.
 
+`--instructions` counts instead of timing: each checkout's process runs under valgrind's callgrind
+(`--collect-atstart=no --toggle-collect=starmap_next`: only the evaluations after the warm-up
+are counted, they run inside `itertools.starmap`, which nothing they call uses) and prints
+instructions per evaluation, this checkout's against the other's: on this VM, whose CPU speed
+wanders 1.3-2x from minute to minute, timings of versions a few percent apart do not separate,
+instruction counts do. One round is enough (a count repeats); needs valgrind; minutes per model.
+
 `--stage graph` times only the candidates' task graphs (`Evaluator.graph`: the checkpoint and
 fusion passes' plans and the extraction), each built afresh.
 
@@ -50,11 +57,12 @@ MODELS = {
 TARGETS_MS = {"layer by layer": 10.0, "every gene": 20.0, "search's candidates": 20.0}
 
 CHILD = r"""
-import json, random, statistics, sys, time
+import itertools, json, random, statistics, sys, time
 from monet_ir.explore.evaluate import Evaluator, StepConfig, tuned_collection
 
 model, target, samples, warmup, bench = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 stage, candidates_file, every = sys.argv[6], sys.argv[7], int(sys.argv[8])
+only = sys.argv[9] if len(sys.argv) > 9 else ""  # one kind of candidates (--instructions counts each alone)
 path = list(sys.path)
 sys.path.insert(0, bench)  # this checkout's bench/: the candidate generator is the same for both checkouts
 from bench_explore import random_candidate
@@ -76,7 +84,7 @@ def recorded(path, every, warmup):
 
 def timed(ev, cands):
     times, cpu, tasks = [], [], []
-    for c in cands:
+    def one(c):
         if stage == "graph":
             ev._graphs.clear()  # (the graphs it frees are not timed)
         t0, c0 = time.perf_counter(), time.process_time()
@@ -84,6 +92,7 @@ def timed(ev, cands):
         cpu.append((time.process_time() - c0) * 1e3)
         times.append((time.perf_counter() - t0) * 1e3)
         tasks.append(len(ev.graph(c).tasks))
+    list(itertools.starmap(one, [(c,) for c in cands]))  # (what --instructions counts)
     return {"ms": statistics.median(times), "cpu": statistics.median(cpu), "tasks": statistics.median(tasks),
             "cpu_mean": statistics.mean(cpu), "count": len(cands)}
 
@@ -98,7 +107,7 @@ with tuned_collection():
         print(json.dumps(out))
         sys.exit(0)
     for kind, fusion in (("layer by layer", False), ("every gene", True)):
-        if fusion and not ev.fusion_genes:
+        if (fusion and not ev.fusion_genes) or (only and kind != only):
             continue
         rng = random.Random(1)
         for _ in range(warmup if fusion else 5):  # warm-up: the cost model prices the ops (and fused tiles)
@@ -109,14 +118,55 @@ print(json.dumps(out))
 
 
 def run_child(checkout: Path, model: Path, target: str, samples: int, warmup: int, stage: str = "evaluation",
-              candidates: Path | None = None, every: int = 1) -> dict:
+              candidates: Path | None = None, every: int = 1, instructions: bool = False, only: str = "") -> dict:
     env = dict(os.environ, PYTHONPATH=str(checkout), OPENBLAS_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(model), target, str(samples), str(warmup),
-                           str(Path(__file__).resolve().parent), stage, str(candidates or ""), str(every)], env=env,
-                          cwd=str(checkout), capture_output=True, text=True)
+    command = [sys.executable, "-c", CHILD, str(model), target, str(samples), str(warmup),
+               str(Path(__file__).resolve().parent), stage, str(candidates or ""), str(every), only]
+    if instructions:
+        env["PYTHONHASHSEED"] = "0"
+        command = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=starmap_next",
+                   "--callgrind-out-file=/dev/null"] + command
+    proc = subprocess.run(command, env=env, cwd=str(checkout), capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{checkout}: failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if instructions:
+        # one count for the whole child: every kind's timed evaluations (the warm-ups are not counted)
+        collected = [line for line in proc.stderr.splitlines() if "Collected :" in line]
+        if not collected:
+            raise SystemExit(f"{checkout}: valgrind printed no count:\n{proc.stderr[-2000:]}")
+        out["instructions"] = int(collected[-1].split("Collected :")[1].replace(",", ""))
+    return out
+
+
+def instruction_counts(args: argparse.Namespace) -> None:
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench_eval_speed --instructions: valgrind not found (apt-get install valgrind)")
+    checkouts = [("this", REPO)] + ([("other", args.vs.resolve())] if args.vs else [])
+    kinds = ["search's candidates"] if args.candidates else ["layer by layer", "every gene"]
+    for name in args.models[:1] if args.candidates else args.models:
+        path = MODELS[name]
+        if not path.is_file():
+            print(f"{name}: {path} not found, skipped")
+            continue
+        for kind in kinds:
+            counts, tasks = {}, 0
+            for label, checkout in checkouts:
+                out = run_child(checkout, path, args.target, args.samples, args.warmup, args.stage, args.candidates,
+                                args.every, instructions=True, only="" if args.candidates else kind)
+                if kind not in out:
+                    break  # (a model without fusion genes has no "every gene" kind)
+                counts[label] = out["instructions"] / out[kind]["count"]
+                tasks = out[kind]["tasks"]
+            if "this" not in counts:
+                continue
+            what = "per task graph" if args.stage == "graph" else "per evaluation"
+            line = f"{name} {kind} ({tasks:.0f} tasks, median): this {counts['this'] / 1e6:.1f} M instructions {what}"
+            if "other" in counts:
+                line += f", other {counts['other'] / 1e6:.1f} M, ratio {counts['other'] / counts['this']:.3f}x"
+            print(line, flush=True)
 
 
 def load() -> str:
@@ -142,7 +192,13 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=10,
                         help="with --candidates: evaluate every N-th recorded candidate in order, timing all but the "
                              "first --warmup")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per evaluation under valgrind (one child per checkout and kind) "
+                             "instead of timing")
     args = parser.parse_args()
+    if args.instructions:
+        instruction_counts(args)
+        return
     if args.candidates:
         args.models = args.models[:1]
     checkouts = [("this", REPO)] + ([("other", args.vs.resolve())] if args.vs else [])
