@@ -21,7 +21,8 @@ def step_config(args: argparse.Namespace):
     from monet_ir.explore.evaluate import StepConfig
 
     return StepConfig(model=args.model, target=args.target, loss=args.loss, labels=args.labels,
-                      optimizer=args.optimizer, lr=args.lr, precision=policy_spec(args.precision, args.mx_block, args.mx_group), dims=tuple(args.dim))
+                      optimizer=args.optimizer, lr=args.lr, precision=policy_spec(args.precision, args.mx_block, args.mx_group), dims=tuple(args.dim),
+                      frozen=tuple(args.freeze))
 
 
 class Terminal:

@@ -118,6 +118,7 @@ class StepConfig:
     lr: float = 1e-3
     precision: str | None = None
     dims: tuple[str, ...] = ()  # NAME=N entries, as `--dim`
+    frozen: tuple[str, ...] = ()  # initializers imported as frozen weights, as `--freeze`
 
     def report_args(self) -> list[str]:
         """The `monet report` options that rebuild this step (model and target first)."""
@@ -134,6 +135,8 @@ class StepConfig:
             args += ["--precision", self.precision]
         for d in self.dims:
             args += ["--dim", d]
+        for name in self.frozen:
+            args += ["--freeze", name]
         return args
 
 
@@ -144,7 +147,7 @@ def build_step(config: StepConfig) -> ModuleOp:
     from passes.autodiff import AutodiffPass
     from passes.insert_optimizer import InsertOptimizerPass
 
-    module = import_onnx(config.model, dims=parse_dims(list(config.dims)))
+    module = import_onnx(config.model, dims=parse_dims(list(config.dims)), frozen=config.frozen)
     ctx = Context()
     AutodiffPass(loss=config.loss, labels=config.labels).apply(ctx, module)
     InsertOptimizerPass(kind=config.optimizer, lr=config.lr).apply(ctx, module)

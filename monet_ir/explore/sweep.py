@@ -268,7 +268,7 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
              + (f"; {len(done)} already in {out / 'sweep.csv'}, skipped" if done else ""))
     config = StepConfig(model=args.model, target="", loss=args.loss, labels=args.labels, optimizer=args.optimizer,
                         lr=args.lr, precision=policy_spec(args.precision, args.mx_block, args.mx_group),
-                        dims=tuple(args.dim))
+                        dims=tuple(args.dim), frozen=tuple(args.freeze))
     module = build_step(config)
     if args.checkpoint != "store-all":
         from passes.activation_checkpoint import ActivationCheckpointPass

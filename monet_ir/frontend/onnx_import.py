@@ -314,6 +314,10 @@ class OnnxImporter:
 
         initializers = {t.name: t for t in self.graph.initializer}
         self.initializer_protos = initializers
+        for name in self.options.frozen:
+            # a misspelt name would leave the parameter trainable without a word
+            if name not in initializers or not _is_parameter(initializers[name]):
+                self.problem(None, f"--freeze '{name}': the model has no float initializer of that name")
         self.read_as_constant: set[str] = set()
         graph_inputs = [v for v in self.graph.input]
         input_names = {v.name for v in graph_inputs}

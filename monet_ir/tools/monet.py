@@ -6,7 +6,7 @@
                  [--mx-group vector|square:RxC] [--inference]
                  [--fusion none|auto|FIRST:LAST,...] [--tiles N]
                  [--checkpoint store-all|recompute-all|sqrt|memory-budget=BYTES|list=NODE,...|plan=FILE.json]
-                 [--dim NAME=N] [--no-plots] [--plot-format svg|png]
+                 [--dim NAME=N] [--freeze NAME] [--no-plots] [--plot-format svg|png]
     monet report MODEL.onnx --system NAME|system.yaml --parallel dp=N,tp=N,pp=N[,zero=S][,microbatches=M] --out DIR
     monet explore MODEL.onnx --target NAME|file.yaml --out DIR [--objective schedule|checkpoint|energy]
                  [--memory-budget BYTES] [--time-budget CYCLES]
@@ -95,6 +95,10 @@ COST_CACHE_HELP = ("price every op afresh: neither read nor write the persistent
                    "(~/.cache/monet/costs.sqlite; same as MONET_COST_CACHE=off)")
 
 
+FREEZE_HELP = ("import this ONNX initializer as a frozen (non-trainable) weight: no gradient, no optimizer state "
+               "(buffers and constants an exporter wrote as initializers); repeatable")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="monet", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action=_VersionAction)
@@ -123,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "memory-budget=BYTES, list=NODE,NODE,... or plan=FILE.json (keep/recompute/page "
                              "per saved activation) (the activation-checkpoint pass)")
     report.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
+    report.add_argument("--freeze", action="append", default=[], metavar="NAME", help=FREEZE_HELP)
     _plot_options(report, "in a second process (about a second of CPU)")
     report.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
     sub.add_parser("targets", help="list the built-in targets")
@@ -137,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--lr", type=float, default=1e-3)
     plan.add_argument("--precision", metavar="NAME", help="one number format (fp32, bf16, fp16, fp8, int8)")
     plan.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
+    plan.add_argument("--freeze", action="append", default=[], metavar="NAME", help=FREEZE_HELP)
     add_explore_parsers(sub)
     return parser
 
@@ -149,6 +155,7 @@ def _step_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=1e-3)
     add_precision_options(p)
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
+    p.add_argument("--freeze", action="append", default=[], metavar="NAME", help=FREEZE_HELP)
     _plot_options(p, "(about a second of CPU)")
     p.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
 
@@ -257,7 +264,7 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
 
     precision_request(args)  # a malformed --precision fails before the import
     progress.step(f"importing {args.model}")
-    module = import_onnx(args.model, dims=parse_dims(args.dim))
+    module = import_onnx(args.model, dims=parse_dims(args.dim), frozen=tuple(args.freeze))
     pipeline = []
     from monet_ir import graph as step_graph
 

@@ -99,7 +99,8 @@ def search_plans(args: Any, progress: Any) -> dict[str, Any]:
                 progress.step(f"dp={dp} tp={tp} pp={pp} zero={zero}: building and scheduling")
                 try:
                     module, _ = build_parallel_step(args.model, base, dims=parse_dims(args.dim), loss=args.loss,
-                                                    labels=args.labels, optimizer=args.optimizer, lr=args.lr)
+                                                    labels=args.labels, optimizer=args.optimizer, lr=args.lr,
+                                                    frozen=tuple(args.freeze))
                     steps = stage_steps(module, system, base, choice.bits)
                 except (ScheduleError, StageError, PlanError) as e:  # does not fit, cannot be cut or split
                     why = str(e).splitlines()[0]

@@ -26,7 +26,7 @@ class PlanError(UsageError):
 
 
 def build_parallel_step(model: str, plan, *, dims=None, loss="cross-entropy", labels="labels", optimizer="adam",
-                        lr=1e-3, checkpoint="store-all", progress=None):
+                        lr=1e-3, checkpoint="store-all", progress=None, frozen=()):
     """The module of one chip's training step under `plan` (passes only, no schedule)."""
     from xdsl.context import Context
 
@@ -38,7 +38,7 @@ def build_parallel_step(model: str, plan, *, dims=None, loss="cross-entropy", la
 
     say = progress.step if progress is not None else (lambda _text: None)
     say(f"importing {model}")
-    module = import_onnx(model, dims=dims or {})
+    module = import_onnx(model, dims=dims or {}, frozen=tuple(frozen))
     fn = step_graph.step_function(module)
     if any(step_graph.op_phase(op) != "forward" for op in step_graph.compute_ops(fn)):
         raise UsageError(f"{model}: --system needs a forward model (the step autodiff builds), not a training graph")
@@ -100,7 +100,8 @@ def make_parallel_report(args: Any, progress: Any) -> tuple[dict[str, Any], Any]
         progress.step(f"precision: {choice.describe()}")
     module, pipeline = build_parallel_step(args.model, plan, dims=parse_dims(args.dim), loss=args.loss,
                                            labels=args.labels, optimizer=args.optimizer, lr=args.lr,
-                                           checkpoint=args.checkpoint, progress=progress)
+                                           checkpoint=args.checkpoint, progress=progress,
+                                           frozen=tuple(args.freeze))
     from monet_ir.parallel.stages import stage_functions
 
     fns = stage_functions(module)
