@@ -684,6 +684,8 @@ def search_settings(evaluator: Evaluator, spec: GenomeSpec, **options: Any) -> d
     from pathlib import Path
 
     step = dataclasses.asdict(evaluator.config)
+    if not step["frozen"]:
+        del step["frozen"]  # (as states saved before `--freeze` existed hold it: they still resume)
     model = step.pop("model")
     try:
         step["model_sha256"] = hashlib.sha256(Path(model).read_bytes()).hexdigest()

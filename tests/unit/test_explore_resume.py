@@ -74,6 +74,12 @@ def test_resumed_search_equals_the_uninterrupted_one(uninterrupted, tmp_path, ca
     assert len(err) == 1 and "the saved search has seed 3, this one 4" in err[0] and "Traceback" not in err[0]
     assert explore(tmp_path / "nothing", "--generations", "1", resume=True) == 1
     assert "no such folder" in capsys.readouterr().err
+    # states saved before `--freeze` existed have no such step option: without it they resume as
+    # before; frozen weights are another step
+    assert "frozen" not in saved.load(out).settings["step"]
+    assert explore(out, "--generations", "4", "--freeze", "fc3.bias", resume=True) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "the saved search has step" in err[0]
 
 
 @pytest.fixture(scope="module")
