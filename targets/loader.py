@@ -20,7 +20,15 @@ from typing import Any
 from .errors import Problems, TargetError
 from .model import Core, Dram, Interconnect, Target
 from .own_format import read_own_target
-from .zigzag_format import ZIGZAG_DEFAULT_REASON, cover_every_op, read_offchip, read_stream_system, read_zigzag_core
+from .zigzag_format import (
+    STREAM_CORE_NAMESPACES,
+    ZIGZAG_DEFAULT_REASON,
+    cover_every_op,
+    read_offchip,
+    read_stream_system,
+    read_zigzag_core,
+    unsupported_core,
+)
 
 BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "builtin")
 
@@ -53,11 +61,18 @@ def parse_yaml(path: str, problems: Problems) -> Any:
 
 
 def _is_stream_system(data: dict) -> bool:
-    return isinstance(data.get("cores"), dict) or "core_connectivity" in data or "offchip_core" in data
+    return (isinstance(data.get("cores"), dict) or "core_connectivity" in data or "offchip_core" in data
+            or "offchip_core_id" in data)
 
 
 def _is_zigzag_core(data: dict) -> bool:
     return "memories" in data and ("operational_array" in data or "multipliers" in data)
+
+
+def _is_stream_typed_core(data: dict) -> bool:
+    """A Stream core file of a kind that is not a ZigZag core (``type: aie2.compute``...)."""
+    kind = data.get("type")
+    return isinstance(kind, str) and kind.partition(".")[0] in STREAM_CORE_NAMESPACES and "cores" not in data
 
 
 def load_target_file(path: str, precision: str | None = None) -> Target:
@@ -72,6 +87,10 @@ def load_target_file(path: str, precision: str | None = None) -> Target:
         target = read_stream_system(data, path, problems, parse_yaml, precision)
     elif _is_zigzag_core(data):
         target = _single_core_target(data, path, problems, precision)
+    elif _is_stream_typed_core(data):
+        problems.add("type", unsupported_core(data) or "a Stream core file without `memories` and "
+                     "`operational_array`: MONET cannot cost it")
+        target = None
     else:
         target = read_own_target(data, path, problems)
     problems.raise_if_any()

@@ -304,75 +304,224 @@ def resolve_core_path(system_file: str, name: str) -> str | None:
     for candidate in candidates:
         if os.path.isfile(candidate):
             return candidate
-    return None
+    return _search_stream_inputs(base, os.path.basename(name))
+
+
+def _search_stream_inputs(folder: str, name: str) -> str | None:
+    """Stream looks a bare core name it does not find beside the system up in every ``hardware``
+    folder of its input tree (``stream/inputs``); do the same from the nearest ancestor folder
+    called ``inputs``, when exactly one file matches."""
+    parts = folder.split(os.sep)
+    if "inputs" not in parts:
+        return None
+    root = os.sep.join(parts[: len(parts) - parts[::-1].index("inputs")])
+    found = []
+    for here, dirs, files in os.walk(root):
+        dirs.sort()
+        if "hardware" in here.split(os.sep) and name in files:
+            found.append(os.path.join(here, name))
+    return found[0] if len(found) == 1 else None
+
+
+STREAM_CORE_NAMESPACES = ("zigzag", "aie2")
+STREAM_CORE_KINDS = ("compute", "memory", "shim", "offchip")
+
+
+def _stream_core_type(data: Any) -> tuple[str, str]:
+    """(namespace, kind) of a core description: Stream's ``type: <namespace>.<kind>``
+    (``zigzag.compute``, ``aie2.shim``...); files without it are ZigZag compute cores."""
+    raw = data.get("type") if isinstance(data, dict) else None
+    if not isinstance(raw, str) or not raw:
+        return "zigzag", "compute"
+    if "." not in raw:
+        return "zigzag", raw
+    namespace, _, kind = raw.partition(".")
+    return namespace, kind
+
+
+def unsupported_core(data: Any) -> str:
+    """Why a Stream core entry cannot be one of our cores ('' when it can)."""
+    if not isinstance(data, dict):
+        return ""
+    namespace, kind = _stream_core_type(data)
+    if namespace != "zigzag":
+        return (f"an {namespace} tile ({data.get('type')!r}) gives only a memory and a FIFO depth, no "
+                "operational array and no energies (Stream costs it with its own kernels): MONET cannot cost it")
+    if kind in ("memory", "shim", "offchip"):
+        return (f"a memory-only core ({data.get('type')!r}, no operational array) that is not the "
+                "offchip_core_id; MONET's cores must compute")
+    return ""
+
+
+def _connection(entry: Any, where: str, default_bandwidth: float | None, default_energy: float,
+                problems: Problems) -> tuple[str, list[int], float, float] | None:
+    """One ``core_connectivity`` entry as (kind, core ids, bits/cycle, energy per cycle of activity).
+    Older Stream writes ``"a, b"`` (a link pair) or ``"a, b, c"`` (a bus) with the system's one
+    ``bandwidth``; newer Stream writes ``{type: link|bus, cores: [...], bandwidth, unit_energy_cost}``."""
+    fields = Fields(problems)
+    if isinstance(entry, dict):
+        kind = fields.text(entry, "type", where, required=False, default="link")
+        if kind not in ("link", "bus"):
+            problems.add(join(where, "type"), f"unknown connection type {kind!r} (use link or bus)")
+            return None
+        raw_ids = fields.seq(entry, "cores", where)
+        ids = []
+        for index, raw in enumerate(raw_ids):
+            value = fields.check_integer(raw, join(join(where, "cores"), index), -1)
+            if value < 0:
+                return None
+            ids.append(value)
+        bandwidth = fields.number(entry, "bandwidth", where, positive=True, default=1.0)
+        energy = fields.number(entry, "unit_energy_cost", where, required=False, default=default_energy)
+        if kind == "link" and len(ids) != 2:
+            problems.add(join(where, "cores"), f"a link joins exactly two cores, got {len(ids)} (use type: bus)")
+            return None
+        if len(ids) < 2:
+            problems.add(join(where, "cores"), "a connection needs at least two cores")
+            return None
+        return kind, ids, bandwidth, energy
+    if isinstance(entry, int) and not isinstance(entry, bool):
+        entry = str(entry)
+    if not isinstance(entry, str):
+        problems.add(where, f"expected 'a, b', 'a, b, c' or a mapping {{type, cores, bandwidth}}, got {entry!r}")
+        return None
+    try:
+        ids = [int(part) for part in entry.split(",")]
+    except ValueError:
+        problems.add(where, f"expected core ids separated by commas, got {entry!r}")
+        return None
+    if len(ids) < 2:
+        problems.add(where, "a link needs at least two cores")
+        return None
+    if default_bandwidth is None:
+        problems.add(where, "a 'a, b' entry takes the system's `bandwidth`, which is missing")
+        return None
+    return ("link" if len(ids) == 2 else "bus"), ids, default_bandwidth, default_energy
 
 
 def _connectivity(
-    entries: list, bandwidth: float, energy_per_bit: float, core_ids: set[int], problems: Problems
-) -> Interconnect:
+    entries: list, bandwidth: float | None, unit_energy: float, core_ids: dict[int, int], offchip: int | None,
+    declared: list[int], problems: Problems,
+) -> tuple[Interconnect, list[float]]:
+    """The links and buses between our cores (`core_ids` maps Stream's ids to ours; `declared`
+    are all the ids of the file), and the bandwidths (bits/cycle) of the connections that reach
+    the off-chip core `offchip`."""
     links: list[Link] = []
     buses: list[Bus] = []
+    to_offchip: list[float] = []
     for index, entry in enumerate(entries):
         where = join("core_connectivity", index)
-        if isinstance(entry, int):
-            entry = str(entry)
-        if not isinstance(entry, str):
-            problems.add(where, f"expected 'a, b' or 'a, b, c', got {entry!r}")
+        read = _connection(entry, where, bandwidth, unit_energy, problems)
+        if read is None:
             continue
-        try:
-            ids = [int(part) for part in entry.split(",")]
-        except ValueError:
-            problems.add(where, f"expected core ids separated by commas, got {entry!r}")
-            continue
-        unknown = [i for i in ids if i not in core_ids]
+        kind, ids, bits, energy = read
+        unknown = [i for i in ids if i not in declared]
         if unknown:
-            problems.add(where, f"unknown core {unknown[0]} in link (cores are {sorted(core_ids)})")
+            problems.add(where, f"unknown core {unknown[0]} in link (cores are {sorted(declared)})")
             continue
-        if len(ids) == 2:
-            links.append(Link(ids[0], ids[1], bandwidth, energy_per_bit))
-            links.append(Link(ids[1], ids[0], bandwidth, energy_per_bit))
-        elif len(ids) > 2:
-            buses.append(Bus(tuple(ids), bandwidth, energy_per_bit))
+        energy_per_bit = energy / bits
+        if offchip is not None and offchip in ids:
+            to_offchip.append(bits)
+        ours = [core_ids[i] for i in ids if i in core_ids]
+        if len(ours) < 2:
+            continue
+        if kind == "link":
+            links.append(Link(ours[0], ours[1], bits, energy_per_bit))
+            links.append(Link(ours[1], ours[0], bits, energy_per_bit))
         else:
-            problems.add(where, "a link needs at least two cores")
-    return Interconnect(tuple(links), tuple(buses), "stream")
+            buses.append(Bus(tuple(ours), bits, energy_per_bit))
+    return Interconnect(tuple(links), tuple(buses), "stream"), to_offchip
 
 
 def read_stream_system(
     data: dict, file: str, problems: Problems, load_yaml, precision: str | None = None
 ) -> Target | None:
-    """Build a Target from a parsed Stream system YAML; `load_yaml(path, problems)` parses files."""
+    """Build a Target from a parsed Stream system YAML; `load_yaml(path, problems)` parses files.
+
+    The off-chip memory is either a separate ``offchip_core`` file (older Stream) or the entry of
+    ``cores`` that ``offchip_core_id`` names (newer Stream); it becomes the target's DRAM, not a
+    core, and the other cores are numbered 0..N-1 in the file's order. A ``cores`` entry may name
+    a file or hold the core description inline."""
     fields = Fields(problems)
     name = fields.text(data, "name", "", default=os.path.splitext(os.path.basename(file))[0])
     raw_cores = fields.mapping(data, "cores", "")
+    offchip_id = None
+    if "offchip_core_id" in data:
+        offchip_id = fields.check_integer(data["offchip_core_id"], "offchip_core_id", -1)
+        if offchip_id >= 0 and offchip_id not in raw_cores:
+            problems.add("offchip_core_id", f"{offchip_id} is not a key of `cores`")
     cores: list[Core] = []
     core_files: list[str] = []
+    core_ids: dict[int, int] = {}  # Stream's id -> ours, for the cores that compute
+    declared: list[int] = []
     parsed_files: dict[str, Any] = {}
-    for position, (key, core_file) in enumerate(raw_cores.items()):
+    unsupported: dict[tuple[str, str], list] = {}  # (core file, why) -> the cores entries that use it
+    dram = None
+    for position, (key, entry) in enumerate(raw_cores.items()):
         where = join("cores", key)
         core_id = fields.check_integer(key, where, position)
         if core_id != position:
             problems.add(where, f"core ids must be 0..N-1 in order, got {key!r} at position {position}")
-        if not isinstance(core_file, str):
-            problems.add(where, f"expected a core file name, got {core_file!r}")
+        declared.append(core_id)
+        if isinstance(entry, dict):
+            path, core_data = file, entry
+        elif isinstance(entry, str):
+            path = resolve_core_path(file, entry)
+            if path is None:
+                problems.add(where, f"core file {entry!r} not found next to the system file or in cores/")
+                continue
+            if path not in parsed_files:
+                parsed_files[path] = load_yaml(path, problems)
+            core_data = parsed_files[path]
+        else:
+            problems.add(where, f"expected a core file name or a core description, got {entry!r}")
             continue
-        path = resolve_core_path(file, core_file)
-        if path is None:
-            problems.add(where, f"core file {core_file!r} not found next to the system file or in cores/")
+        if core_id == offchip_id and _stream_core_type(core_data)[0] != "zigzag":
+            unsupported.setdefault((path, unsupported_core(core_data)), []).append(key)
             continue
-        if path not in parsed_files:
-            parsed_files[path] = load_yaml(path, problems)
+        if core_id == offchip_id:
+            offchip_problems = Problems(path)
+            dram = read_offchip(core_data, path, offchip_problems)
+            problems.extend(offchip_problems)
+            if dram is None and not offchip_problems:
+                problems.add(where, "the offchip_core_id core has no memory to serve as DRAM")
+            continue
+        if core_data is None:
+            continue  # a parse error, already reported
+        reason = unsupported_core(core_data)
+        if reason:
+            unsupported.setdefault((path, reason), []).append(key)
+            continue
         core_problems = Problems(path)
-        core = read_zigzag_core(parsed_files[path], path, core_problems, position, precision)
+        core = read_zigzag_core(core_data, path, core_problems, len(cores), precision)
         if core_problems:
             # Report a shared core file once, not once per core that uses it.
             for line in core_problems.lines:
                 if line not in problems.lines:
                     problems.lines.append(line)
         if core is not None:
+            if core.array.units <= 0:
+                reason = (f"a core with no compute units (operational_array sizes {[d.size for d in core.array.dims]}) "
+                          "that is not the offchip_core_id; MONET's cores must compute")
+                unsupported.setdefault((path, reason), []).append(key)
+                continue
+            core_ids[core_id] = len(cores)
             cores.append(core)
             core_files.append(path)
-    dram = None
+    foreign = {path for (path, reason) in unsupported if reason.startswith("an ") and " tile (" in reason}
+    if foreign:
+        # an AI Engine array: one line for the whole system, not one per tile kind
+        keys = sorted(k for (p, _), ks in unsupported.items() if p in foreign for k in ks)
+        namespaces = sorted({_stream_core_type(parsed_files.get(p, {}))[0] for p in foreign})
+        names = ", ".join(sorted(os.path.basename(p) for p in foreign))
+        problems.add(f"cores[{', '.join(str(k) for k in keys)}] ({names})",
+                     f"{' and '.join(namespaces)} tiles give only a memory and a FIFO depth, no operational array "
+                     "and no energies (Stream costs them with its own kernels): MONET cannot cost them")
+    for (path, reason), keys in unsupported.items():
+        if path in foreign:
+            continue
+        where = f"cores[{', '.join(str(k) for k in keys)}]"
+        problems.add(where if path == file else f"{where} ({os.path.basename(path)})", reason)
     offchip = data.get("offchip_core")
     if offchip is not None:
         path = resolve_core_path(file, str(offchip))
@@ -380,12 +529,19 @@ def read_stream_system(
             problems.add("offchip_core", f"core file {offchip!r} not found next to the system file or in cores/")
         else:
             dram = read_offchip(load_yaml(path, problems), path, Problems(path))
-    bandwidth = fields.number(data, "bandwidth", "", required=False, default=32.0, positive=True)
+    new_style = offchip_id is not None or any(isinstance(e, dict) for e in data.get("core_connectivity") or [])
+    bandwidth = fields.number(data, "bandwidth", "", required=False, default=None if new_style else 32.0,
+                              positive=True)
     unit_energy = fields.number(data, "unit_energy_cost", "", required=False, default=0.0)
-    core_ids = set(range(len(raw_cores)))
-    interconnect = _connectivity(
-        fields.seq(data, "core_connectivity", "", required=False), bandwidth, unit_energy / bandwidth, core_ids, problems
+    interconnect, to_offchip = _connectivity(
+        fields.seq(data, "core_connectivity", "", required=False), bandwidth, unit_energy, core_ids,
+        offchip_id, declared, problems
     )
+    if dram is not None and to_offchip:
+        # the off-chip core is reached only over its listed connections: one transfer at a time
+        # through DRAM gets no more than their combined bandwidth
+        reach = sum(to_offchip) / 8.0 * DEFAULT_CLOCK_HZ
+        dram = replace(dram, bandwidth_bytes_per_s=min(dram.bandwidth_bytes_per_s, reach))
     sharing = []
     for index, entry in enumerate(fields.seq(data, "core_memory_sharing", "", required=False)):
         where = join("core_memory_sharing", index)
@@ -397,7 +553,10 @@ def read_stream_system(
         unknown = [i for i in group if i not in core_ids]
         if unknown:
             problems.add(where, f"unknown core {unknown[0]} in memory sharing group")
-        sharing.append(group)
+            continue
+        sharing.append(tuple(core_ids[i] for i in group))
+    if not cores and not problems:
+        problems.add("cores", "no core with compute units")
     cores = [_with_dram(core, dram) for core in cover_every_op(_distinct_names(cores, core_files))]
     return Target(name, tuple(cores), dram, interconnect, tuple(sharing), DEFAULT_CLOCK_HZ, file,
                   precision or "int8", "" if precision else ZIGZAG_DEFAULT_REASON)
