@@ -642,7 +642,7 @@ def cross_entropy_rule(d: Differentiator, op, dys, wanted):
         raise PassFailedException("autodiff: internal error: cross-entropy without its log_prob result")
     weights = op.weights
     ds = d.one(grad.SoftmaxCrossEntropyGradOp, [dys[0], op.log_prob[0], op.labels, weights], op.scores.type,
-               copy_props(op, "reduction", "ignore_index"))
+               copy_props(op, "reduction", "ignore_index", "class_axis"))
     return [ds, None] + ([None] if weights is not None else [])
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr, TensorType, i1
+from xdsl.dialects.builtin import BoolAttr, FloatAttr, IntegerAttr, StringAttr, TensorType, i1
 from xdsl.irdl import (
     AnyAttr,
     VarConstraint,
@@ -259,17 +259,21 @@ class EqualOp(BinaryOp):
 
 @irdl_op_definition
 class LessOp(BinaryOp):
-    """`%m = nn.less %r, %p : (tensor<2x16xf32>, tensor<f32>) -> tensor<2x16xi1>` (ONNX Less)"""
+    """`%m = nn.less %r, %p : (tensor<2x16xf32>, tensor<f32>) -> tensor<2x16xi1>` (ONNX Less);
+    with `or_equal = true`, ONNX LessOrEqual."""
 
     name = "nn.less"
+    or_equal = opt_prop_def(BoolAttr)
     RESULT_IS_BOOL: ClassVar[bool] = True
 
 
 @irdl_op_definition
 class GreaterOp(BinaryOp):
-    """`%m = nn.greater %a, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xi1>` (ONNX Greater)"""
+    """`%m = nn.greater %a, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xi1>` (ONNX Greater);
+    with `or_equal = true`, ONNX GreaterOrEqual."""
 
     name = "nn.greater"
+    or_equal = opt_prop_def(BoolAttr)
     RESULT_IS_BOOL: ClassVar[bool] = True
 
 

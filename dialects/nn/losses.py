@@ -34,6 +34,11 @@ class SoftmaxCrossEntropyOp(MonetOp):
     %loss = nn.softmax_cross_entropy %logits, %labels {reduction = "mean"}
         : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
     ```
+
+    The classes lie on axis 1 unless `class_axis` names another axis, as on
+    `grad.softmax_cross_entropy` (ONNX Runtime's training graphs of language models and
+    channels-last segmentation put them last: `class_axis = 2` for `(B, T, V)` scores and
+    `(B, T)` labels).
     """
 
     name = "nn.softmax_cross_entropy"
@@ -42,15 +47,22 @@ class SoftmaxCrossEntropyOp(MonetOp):
     weights = opt_operand_def(TensorType)
     reduction = opt_prop_def(StringAttr)
     ignore_index = opt_prop_def(IntegerAttr)
+    class_axis = opt_prop_def(IntegerAttr)
     loss = result_def(TensorType)
     log_prob = var_result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = operands_format("scores", "labels", "weights?")
 
+    @property
+    def class_axis_value(self) -> int:
+        return 1 if self.class_axis is None else self.class_axis.value.data
+
     def verify_semantics(self) -> None:
         s, lab = shape_of(self.scores.type), shape_of(self.labels.type)
         expect(len(s) >= 2, self, "scores must have rank >= 2")
-        expect(lab == (s[0], *s[2:]), self, f"labels shape {list(lab)} does not match scores {list(s)}")
+        axis = self.class_axis_value
+        expect(1 <= axis < len(s), self, f"class_axis {axis} is not an axis after the batch axis of scores")
+        expect(lab == (*s[:axis], *s[axis + 1:]), self, f"labels shape {list(lab)} does not match scores {list(s)}")
         expect(not is_float_type(self.labels.type), self, "labels must be integers")
         reduction = str_of(self.reduction, "mean")
         expect(reduction in ("mean", "sum", "none"), self, "reduction must be mean, sum or none")

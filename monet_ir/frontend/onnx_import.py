@@ -373,6 +373,7 @@ class OnnxImporter:
 
     def _convert_nodes(self) -> None:
         from monet_ir.frontend import onnx_recurrent  # noqa: F401  (registers the LSTM and GRU converters)
+        from monet_ir.frontend import ort_ops  # noqa: F401  (registers ONNX Runtime training converters)
         from monet_ir.frontend import ort_training
         from monet_ir.frontend.onnx_ops import CONVERTERS, InputFailed, Unsupported
 
@@ -591,6 +592,10 @@ class OnnxImporter:
         if value.name_hint is None:  # an alias (Identity, no-op Reshape) keeps its first name
             value.name_hint = ssa_name(name)
         self.values[name] = Tensor(value.type if isinstance(value.type, TensorType) else None, ssa=value)
+
+    def bind_constant(self, name: str, array: Any) -> None:
+        """An output whose value is known at import (ONNX Runtime's ConcatTraining lengths)."""
+        self.values[name] = Tensor(self.value_types.get(name), const=array)
 
     def add_state_argument(self, name: str, t: TensorType) -> SSAValue:
         """A persistent optimizer-state argument discovered while converting nodes."""

@@ -186,6 +186,13 @@ def convert_binary(imp: Any, node: Any) -> None:
     emit(imp, node, BINARY[node.op_type], [lhs, rhs], same_type(imp, node))
 
 
+@converts("LessOrEqual", "GreaterOrEqual")
+def convert_compare_or_equal(imp: Any, node: Any) -> None:
+    op = nn.LessOp if node.op_type == "LessOrEqual" else nn.GreaterOp
+    emit(imp, node, op, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node),
+         {"or_equal": bool_attr(True)})
+
+
 @converts("Reciprocal")
 def convert_reciprocal(imp: Any, node: Any) -> None:
     """1 / x, as the division it is (PyTorch's rsqrt exports as Sqrt then Reciprocal)."""
@@ -517,9 +524,14 @@ def imp_uses(imp: Any, name: str) -> bool:
 
 @converts("LayerNormalization")
 def convert_layer_norm(imp: Any, node: Any) -> None:
-    for extra in node.output[1:]:
-        if extra and imp_uses(imp, extra):
-            raise Unsupported(f"the statistics output '{extra}' is used; it is not modelled as a value")
+    from monet_ir.frontend.ort_training import statistics_read_only_by_gradient
+
+    # in an ORT training graph LayerNormalizationGrad reads the saved mean and inverse standard
+    # deviation; grad.layer_norm re-derives them from the input
+    if not statistics_read_only_by_gradient(imp, node):
+        for extra in node.output[1:]:
+            if extra and imp_uses(imp, extra):
+                raise Unsupported(f"the statistics output '{extra}' is used; it is not modelled as a value")
     bias = opt_input(node, 2)
     operands = [imp.value(node.input[0]), imp.value(node.input[1])] + [imp.value(bias) if bias else None]
     if attr(node, "stash_type", 1) != 1:
@@ -775,6 +787,7 @@ def convert_sce(imp: Any, node: Any) -> None:
     emit(imp, node, nn.SoftmaxCrossEntropyOp, operands, types, {
         "reduction": StringAttr(attr(node, "reduction", "mean")),
         "ignore_index": None if ignore is None else int_attr(ignore),
+        "class_axis": _class_axis(imp, node, scores=0, labels=1) if imp.ort else None,
     })
 
 
@@ -791,10 +804,12 @@ def convert_relu_grad(imp: Any, node: Any) -> None:
 
 @converts("GeluGrad", "FastGeluGrad", "BiasGeluGrad_dX", "BiasFastGeluGrad_dX", domain=MS)
 def convert_gelu_grad(imp: Any, node: Any) -> None:
-    if len(node.input) > 2 and node.input[2]:
-        raise Unsupported("the fused bias input is not modelled")
     approximate = "tanh" if "Fast" in node.op_type else "none"
-    emit(imp, node, grad.GeluGradOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node),
+    x = imp.value(node.input[1])
+    bias = opt_input(node, 2)
+    if bias:  # the fused forward was gelu(X + B): the gradient recomputes the sum, as ORT's kernel does
+        x = emit(imp, node, nn.AddOp, [x, imp.value(bias)], [x.type], outputs=[]).results[0]
+    emit(imp, node, grad.GeluGradOp, [imp.value(node.input[0]), x], same_type(imp, node),
          {"approximate": StringAttr(approximate)})
 
 
@@ -821,11 +836,11 @@ def convert_sce_grad(imp: Any, node: Any) -> None:
     })
 
 
-def _class_axis(imp: Any, node: Any) -> Any:
+def _class_axis(imp: Any, node: Any, scores: int = 1, labels: int = 2) -> Any:
     """The axis of the classes: ONNX's axis 1, or the last axis when the labels have the shape
-    of the log-probabilities without it (ORT training graphs of language models)."""
-    log_prob = list(imp.type_of(node.input[1]).get_shape())
-    labels = list(imp.type_of(node.input[2]).get_shape())
+    of the log-probabilities (or scores) without it (ORT training graphs of language models)."""
+    log_prob = list(imp.type_of(node.input[scores]).get_shape())
+    labels = list(imp.type_of(node.input[labels]).get_shape())
     if labels == log_prob[:1] + log_prob[2:]:
         return None
     last = len(log_prob) - 1
@@ -838,6 +853,7 @@ def _class_axis(imp: Any, node: Any) -> Any:
 
 
 @converts("AveragePoolGrad", "MaxPoolGrad", domain=MS)
+@converts("AveragePoolGrad", "MaxPoolGrad")  # ORT registers them in the standard domain too
 def convert_pool_grad(imp: Any, node: Any) -> None:
     props = _pool_grad_properties(node)
     t = same_type(imp, node)
@@ -910,13 +926,22 @@ def convert_gather_grad(imp: Any, node: Any) -> None:
 
 @converts("InPlaceAccumulator", "InPlaceAccumulatorV2", domain=MS)
 def convert_accumulator(imp: Any, node: Any) -> None:
-    if len(node.input) > 2 and node.input[2]:
-        raise Unsupported("the overwrite flag input is not modelled")
+    """buffer += value, in place. V2's overwrite flag (`lazy_reset_grad` in generate_artifacts'
+    graphs) makes the first step after a reset a copy instead: the same bytes, no additions; the
+    step is costed as the accumulation. V1's update signal (skip the update) is refused."""
+    v2 = node.op_type == "InPlaceAccumulatorV2"
+    if not v2 and len(node.input) > 2 and node.input[2]:
+        raise Unsupported("the update signal input is not modelled")
     buffer = imp.value(node.input[0])
     emit(imp, node, train.AccumulateOp, [buffer, imp.value(node.input[1])], [], outputs=[])
     # the op updates the buffer in place; later readers of the output see the buffer
     outputs = list(node.output)
-    if node.op_type == "InPlaceAccumulatorV2":
+    if v2:
+        if outputs and outputs[0]:  # `updated_flag`: a boolean the op sets to true
+            import numpy as np
+
+            flag = imp.result_type(outputs[0])
+            imp.bind(outputs[0], imp.materialize(outputs[0], np.ones(flag.get_shape(), bool), flag))
         outputs = outputs[1:]
     for out in outputs[:1]:
         imp.bind(out, buffer)

@@ -26,7 +26,8 @@ ORT_GRAD_OPS = {
     "ReluGrad", "ConvGrad", "AveragePoolGrad", "MaxPoolGrad", "SoftmaxCrossEntropyLossGrad", "GeluGrad",
     "FastGeluGrad", "SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad", "LogSoftmaxGrad_13",
     "LayerNormalizationGrad", "BatchNormalizationGrad", "GatherGrad", "InPlaceAccumulator",
-    "InPlaceAccumulatorV2", "BiasGeluGrad_dX", "BiasFastGeluGrad_dX",
+    "InPlaceAccumulatorV2", "BiasGeluGrad_dX", "BiasFastGeluGrad_dX", "SigmoidGrad", "TanhGrad",
+    "LeakyReluGrad", "DropoutGrad", "QuickGeluGrad", "ConvTransposeGrad", "SplitTraining", "LSTMGrad", "GRUGrad",
 }
 ORT_OPTIMIZER_OPS = {"AdamOptimizer", "SGDOptimizer", "AdamWOptimizer", "SGDOptimizerV2"}
 
@@ -96,6 +97,31 @@ def _primal_producer(gradient: str, producers: dict[str, Any], fallback: str) ->
     return (producer.name or fallback) if producer is not None else fallback
 
 
+def other_reader(imp: Any, name: str, op_type: str) -> str | None:
+    """Who reads the tensor `name` besides nodes of `op_type` ("node 'X'", "a graph output"),
+    or None. ORT's gradient ops read the statistics a forward normalization saves; the `grad`
+    ops re-derive them, so such outputs need no value as long as nothing else reads them."""
+    readers = getattr(imp, "_ort_readers", None)
+    if readers is None:
+        readers = {}
+        for n in imp.graph.node:
+            for i in n.input:
+                readers.setdefault(i, []).append(n)
+        imp._ort_readers = readers
+    others = [r for r in readers.get(name, []) if r.op_type != op_type]
+    if others:
+        return f"node '{others[0].name or others[0].output[0]}'"
+    if any(o.name == name for o in imp.graph.output):
+        return "a graph output"
+    return None
+
+
+def statistics_read_only_by_gradient(imp: Any, node: Any) -> bool:
+    """Whether every statistics output of a LayerNormalization in an ORT graph is read only by
+    LayerNormalizationGrad (which `grad.layer_norm` models from the input)."""
+    return imp.ort and all(other_reader(imp, o, "LayerNormalizationGrad") is None for o in node.output[1:] if o)
+
+
 # Standard ops whose first output has the first input's shape and type; ONNX shape inference
 # leaves some of them unshaped (BatchNormalization in training mode).
 SHAPE_PRESERVING = {"BatchNormalization", "LayerNormalization", "Dropout", "Identity"}
@@ -132,33 +158,75 @@ def add_missing_shapes(graph: Any) -> int:
     return added
 
 
+_GRAD_NAME = re.compile(r"^(.*)_grad(?:_\d+)?$")
+
+# com.microsoft ops whose first output has the shape of one input: op type -> input index
+MIRRORS = {
+    "ReluGrad": 1, "GeluGrad": 1, "FastGeluGrad": 1, "SoftmaxGrad": 1, "SoftmaxGrad_13": 1,
+    "LogSoftmaxGrad": 1, "LogSoftmaxGrad_13": 1, "SoftmaxCrossEntropyLossGrad": 1, "SigmoidGrad": 1,
+    "TanhGrad": 1, "LeakyReluGrad": 1, "DropoutGrad": 0, "QuickGelu": 0, "QuickGeluGrad": 1, "BiasGelu": 0,
+    "BiasGeluGrad_dX": 1, "BiasFastGeluGrad_dX": 1, "Scale": 0, "FastGelu": 0,
+}
+
+
 def _shape_source(node: Any, output_index: int, known: dict[str, Any]) -> Any:
+    from onnx import helper
+
     out = node.output[output_index]
     if node.op_type in SHAPE_PRESERVING and node.domain in ("", "ai.onnx"):
         return known.get(node.input[0]) if output_index == 0 else None
-    if out.endswith("_grad") and out[: -len("_grad")] in known:
-        return known[out[: -len("_grad")]]
-    mirrors = {  # op type -> input index whose shape the output has
-        "ReluGrad": 1, "GeluGrad": 1, "FastGeluGrad": 1, "SoftmaxGrad": 1, "SoftmaxGrad_13": 1,
-        "LogSoftmaxGrad": 1, "LogSoftmaxGrad_13": 1, "SoftmaxCrossEntropyLossGrad": 1, "FusedMatMul": None,
-    }
-    if node.op_type == "ConvGrad":
-        src = node.input[[1, 2, 2][output_index]] if output_index < 3 else None
-        if output_index == 2:
-            w = known.get(node.input[2])
-            if w is None:
-                return None
-            from onnx import helper
+    # ORT names a gradient `<tensor>_grad`, and the partial gradients it sums `<tensor>_grad_<i>`
+    match = _GRAD_NAME.match(out)
+    if match and match.group(1) in known:
+        return known[match.group(1)]
 
-            tt = w.type.tensor_type
-            return helper.make_tensor_value_info(out, tt.elem_type, [tt.shape.dim[0].dim_value])
-        return known.get(src) if src else None
+    def vector(values_of: Any, index: int) -> Any:  # a 1-D output of the length of an input's axis
+        source = known.get(node.input[index]) if len(node.input) > index and node.input[index] else None
+        if source is None:
+            return None
+        tt = source.type.tensor_type
+        return helper.make_tensor_value_info(out, tt.elem_type, [values_of(tt.shape.dim)])
+
+    if node.op_type == "ConvGrad":
+        if output_index == 2:
+            return vector(lambda dims: dims[0].dim_value, 2)
+        return known.get(node.input[[1, 2][output_index]]) if output_index < 2 else None
+    if node.op_type == "ConvTransposeGrad":  # ConvTranspose weights are (C_in, C_out / group, k...)
+        if output_index == 2:
+            group = next((a.i for a in node.attribute if a.name == "group"), 1) or 1
+            return vector(lambda dims: dims[1].dim_value * group, 2)
+        return known.get(node.input[[1, 2][output_index]]) if output_index < 2 else None
     if node.op_type in ("LayerNormalizationGrad", "BatchNormalizationGrad"):
         return known.get(node.input[[1, 2, 2][output_index]]) if output_index < 3 else None
-    index = mirrors.get(node.op_type)
-    if index is not None and len(node.input) > index:
+    if node.op_type == "BatchNormInternal":  # Y, then running mean/var and saved mean/inv-std (C,)
+        if output_index == 0:
+            return known.get(node.input[0])
+        return vector(lambda dims: dims[1].dim_value, 0)
+    if node.op_type == "ConcatTraining":
+        return _concat_training_shape(node, output_index, known)
+    index = MIRRORS.get(node.op_type)
+    if index is not None and output_index == 0 and len(node.input) > index:
         return known.get(node.input[index])
     return None
+
+
+def _concat_training_shape(node: Any, output_index: int, known: dict[str, Any]) -> Any:
+    """ConcatTraining: the concatenation, and (output 1) the length of each input along the axis."""
+    from onnx import TensorProto, helper
+
+    sources = [known.get(i) for i in node.input if i]
+    if not sources or any(s is None for s in sources):
+        return None
+    out = node.output[output_index]
+    if output_index == 1:
+        return helper.make_tensor_value_info(out, TensorProto.INT64, [len(sources)])
+    dims = [[d.dim_value if d.HasField("dim_value") else None for d in s.type.tensor_type.shape.dim] for s in sources]
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 0) % len(dims[0])
+    if any(None in d for d in dims):
+        return None
+    shape = list(dims[0])
+    shape[axis] = sum(d[axis] for d in dims)
+    return helper.make_tensor_value_info(out, sources[0].type.tensor_type.elem_type, shape)
 
 
 @dataclass

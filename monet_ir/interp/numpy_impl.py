@@ -336,7 +336,7 @@ def _log_softmax(op: N.LogSoftmaxOp, env: Env) -> np.ndarray:
 
 _BINARY = {
     N.AddOp: K.add, N.SubOp: K.sub, N.MulOp: K.mul, N.DivOp: K.div, N.PowOp: K.pow,
-    N.EqualOp: K.equal, N.AndOp: K.logical_and, N.LessOp: np.less, N.GreaterOp: np.greater,
+    N.EqualOp: K.equal, N.AndOp: K.logical_and,
 }
 
 
@@ -349,6 +349,15 @@ def _binary(kernel: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Impl:
 
 for _cls, _kernel in _BINARY.items():
     impl(_cls)(_binary(_kernel))
+
+
+@impl(N.LessOp)
+@impl(N.GreaterOp)
+def _compare(op: Any, env: Env) -> np.ndarray:
+    less = isinstance(op, N.LessOp)
+    if bool_of(op.or_equal):
+        return (np.less_equal if less else np.greater_equal)(env[op.lhs], env[op.rhs])
+    return (np.less if less else np.greater)(env[op.lhs], env[op.rhs])
 
 
 @impl(N.WhereOp)
@@ -592,10 +601,11 @@ def decode_constant(value: Any) -> np.ndarray:
 
 @impl(N.SoftmaxCrossEntropyOp)
 def _softmax_cross_entropy(op: N.SoftmaxCrossEntropyOp, env: Env) -> Any:
+    axis = op.class_axis_value
     loss, log_prob = K.softmax_cross_entropy_loss(
-        env[op.scores], env[op.labels], reduction=_reduction(op), ignore_index=_ignore_index(op),
-        weight=_opt(env, op.weights))
-    return (loss, log_prob) if len(op.log_prob) else loss
+        np.moveaxis(env[op.scores], axis, 1), env[op.labels], reduction=_reduction(op),  # the kernel takes (N, C, *d)
+        ignore_index=_ignore_index(op), weight=_opt(env, op.weights))
+    return (loss, np.moveaxis(log_prob, 1, axis)) if len(op.log_prob) else loss
 
 
 @impl(N.MseLossOp)

@@ -1,0 +1,213 @@
+"""Converters for the ONNX Runtime training ops that `generate_artifacts` writes beyond those in
+`onnx_ops` (the gradient ops of activations, dropout, transposed convolutions and concatenation,
+ORT's fused forward ops and its internal batch normalization).
+
+Each maps onto `nn`/`grad` ops with ORT's semantics (the contrib-op schemas of
+orttraining/core/graph/training_op_defs.cc and the gradient builders that emit them):
+
+- `SigmoidGrad(dY, Y)`, `TanhGrad(dY, Y)`: from the forward output, as `grad.sigmoid`/`grad.tanh`;
+- `LeakyReluGrad(dY, Y)`: `grad.leaky_relu`; it reads the output, whose sign is the input's for
+  `alpha >= 0` (a negative alpha is refused);
+- `DropoutGrad(dY, mask, ratio, training_mode)`: `grad.dropout` (the identity when
+  training_mode is false);
+- `Scale(X, s)`: `X * s`, or `X / s` with `scale_down`;
+- `QuickGelu(X)` = `X * sigmoid(alpha * X)` (ORT's fusion of PyTorch's SiLU, alpha = 1) and its
+  gradient `dY * (s + alpha * X * s * (1 - s))`, written as the element-wise ops they are (the
+  gradient recomputes `s`, as ORT's kernel does);
+- `BiasGelu(A, B)` = `gelu(A + B)`: `nn.add` then `nn.gelu`;
+- `ConvTransposeGrad(dY, X, W)`: as `autodiff` differentiates a transposed convolution: dX a
+  convolution of dY with W, dW `grad.conv_weight` with the operands' roles swapped, dB the sum
+  of dY;
+- `ConcatTraining` / `SplitTraining`: `nn.concat` / `nn.split`; the per-input lengths are known
+  at import;
+- `BatchNormInternal`: a training-mode `nn.batch_norm`; its saved statistics are read only by
+  `BatchNormalizationGrad`, which `grad.batch_norm` models from the input (the running
+  statistics' update does not feed the loss; any other reader is refused).
+
+The fused recurrent ops `LSTMTraining`/`GRUTraining` and their gradients are refused naming the
+node: their backward through every step has no mapping (MONET's own import unrolls LSTM and
+GRU and differentiates the steps; import the forward export for that).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.dialects.builtin import StringAttr, TensorType
+
+from dialects import grad, nn
+from dialects.base import bool_attr, float_attr, int_attr
+from monet_ir.frontend.attrs import attr, node_name
+from monet_ir.frontend.onnx_ops import (
+    Unsupported,
+    conv_geometry,
+    const_float,
+    const_input,
+    const_ints,
+    converts,
+    emit,
+    opt_input,
+    same_type,
+)
+
+MS = "com.microsoft"
+
+
+def _scalar(imp: Any, node: Any, what: str, value: float, like: TensorType) -> Any:
+    import numpy as np
+
+    from monet_ir.types import numpy_dtype_of
+
+    elem = like.get_element_type()
+    return imp.materialize(f"{node_name(node)}/{what}", np.array(value, numpy_dtype_of(elem)), TensorType(elem, []))
+
+
+def _tmp(imp: Any, node: Any, op_class: type, operands: list, like: TensorType, props: dict | None = None) -> Any:
+    """One op of a composite, its result not bound to an ONNX name."""
+    return emit(imp, node, op_class, operands, [like], props, outputs=[]).results[0]
+
+
+@converts("SigmoidGrad", "TanhGrad", domain=MS)
+def convert_output_activation_grad(imp: Any, node: Any) -> None:
+    op = grad.SigmoidGradOp if node.op_type == "SigmoidGrad" else grad.TanhGradOp
+    emit(imp, node, op, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node))
+
+
+@converts("LeakyReluGrad", domain=MS)
+def convert_leaky_relu_grad(imp: Any, node: Any) -> None:
+    alpha = float(attr(node, "alpha", 0.01))
+    if alpha < 0:
+        raise Unsupported(f"alpha = {alpha}: the gradient from the output's sign is not the input's for a negative alpha")
+    emit(imp, node, grad.LeakyReluGradOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node),
+         {"alpha": float_attr(alpha)})
+
+
+@converts("DropoutGrad", domain=MS)
+def convert_dropout_grad(imp: Any, node: Any) -> None:
+    ratio = const_float(imp, node, 2, "ratio")
+    ratio = 0.5 if ratio is None else ratio
+    training = const_input(imp, node, 3, "training_mode")
+    dy = imp.value(node.input[0])
+    if (training is not None and not bool(training.reshape(-1)[0])) or ratio == 0.0:
+        imp.bind(node.output[0], dy)  # inference-mode dropout (or p = 0) passes the gradient through
+        return
+    emit(imp, node, grad.DropoutGradOp, [dy, imp.value(node.input[1])], same_type(imp, node),
+         {"ratio": float_attr(ratio)})
+
+
+@converts("Scale", domain=MS)
+def convert_scale(imp: Any, node: Any) -> None:
+    s = const_float(imp, node, 1, "scale")
+    if s is None:
+        raise Unsupported("the scale input is required")
+    x = imp.value(node.input[0])
+    op = nn.DivOp if attr(node, "scale_down", 0) else nn.MulOp
+    emit(imp, node, op, [x, _scalar(imp, node, "scale", s, x.type)], same_type(imp, node))
+
+
+@converts("QuickGelu", domain=MS)
+def convert_quick_gelu(imp: Any, node: Any) -> None:
+    x = imp.value(node.input[0])
+    alpha = float(attr(node, "alpha", 1.702))
+    z = x if alpha == 1.0 else _tmp(imp, node, nn.MulOp, [x, _scalar(imp, node, "alpha", alpha, x.type)], x.type)
+    s = _tmp(imp, node, nn.SigmoidOp, [z], x.type)
+    emit(imp, node, nn.MulOp, [x, s], same_type(imp, node))
+
+
+@converts("QuickGeluGrad", domain=MS)
+def convert_quick_gelu_grad(imp: Any, node: Any) -> None:
+    """dY * s + dY * alpha * X * s * (1 - s) with s = sigmoid(alpha * X), recomputed."""
+    dy, x = imp.value(node.input[0]), imp.value(node.input[1])
+    alpha = float(attr(node, "alpha", 1.702))
+    t = x.type
+    a = None if alpha == 1.0 else _scalar(imp, node, "alpha", alpha, t)
+    z = x if a is None else _tmp(imp, node, nn.MulOp, [x, a], t)
+    s = _tmp(imp, node, nn.SigmoidOp, [z], t)
+    through_x = _tmp(imp, node, nn.MulOp, [dy, s], t)  # d(x * s) / dx, s held
+    through_s = _tmp(imp, node, nn.MulOp, [dy, x], t)  # d(x * s) / ds
+    dz = _tmp(imp, node, grad.SigmoidGradOp, [through_s, s], t)
+    if a is not None:
+        dz = _tmp(imp, node, nn.MulOp, [dz, a], t)
+    emit(imp, node, nn.AddOp, [through_x, dz], same_type(imp, node))
+
+
+@converts("BiasGelu", "FastGelu", domain=MS)
+def convert_bias_gelu(imp: Any, node: Any) -> None:
+    x = imp.value(node.input[0])
+    bias = opt_input(node, 1)
+    if bias:
+        x = _tmp(imp, node, nn.AddOp, [x, imp.value(bias)], imp.result_type(node.output[0]))
+    approximate = "tanh" if node.op_type == "FastGelu" else "none"
+    emit(imp, node, nn.GeluOp, [x], same_type(imp, node), {"approximate": StringAttr(approximate)})
+
+
+@converts("ConvTransposeGrad", domain=MS)
+def convert_conv_transpose_grad(imp: Any, node: Any) -> None:
+    w = imp.type_of(node.input[2]).get_shape()
+    props = conv_geometry(imp, node, len(w) - 2, w[2:], transpose=True)
+    dy, x, wv = (imp.value(n) for n in node.input[:3])
+    outs = list(node.output) + [""] * (3 - len(node.output))
+    if outs[0]:
+        emit(imp, node, nn.ConvOp, [dy, wv, None], [imp.result_type(outs[0])], props, outputs=outs[:1])
+    if outs[1]:
+        emit(imp, node, grad.ConvWeightGradOp, [x, dy], [imp.result_type(outs[1])], props, outputs=outs[1:2])
+    if outs[2]:
+        emit(imp, node, grad.ConvBiasGradOp, [dy], [imp.result_type(outs[2])], outputs=outs[2:3])
+
+
+@converts("ConcatTraining", domain=MS)
+def convert_concat_training(imp: Any, node: Any) -> None:
+    import numpy as np
+
+    axis = int(attr(node, "axis"))
+    inputs = [n for n in node.input if n]
+    values = [imp.value(n) for n in inputs]
+    emit(imp, node, nn.ConcatOp, [values], same_type(imp, node), {"axis": int_attr(axis)}, outputs=node.output[:1])
+    if len(node.output) > 1 and node.output[1]:
+        rank = len(values[0].type.get_shape())
+        lengths = np.array([v.type.get_shape()[axis % rank] for v in values], dtype=np.int64)
+        imp.bind_constant(node.output[1], lengths)
+
+
+@converts("SplitTraining", domain=MS)
+def convert_split_training(imp: Any, node: Any) -> None:
+    axis = int(attr(node, "axis", 0))
+    x = imp.value(node.input[0])
+    sizes = const_ints(imp, node, 1, "split")
+    rank = len(x.type.get_shape())
+    types = [imp.result_type(o) for o in node.output]
+    if sizes is not None and [t.get_shape()[axis % rank] for t in types] != sizes:
+        raise Unsupported(f"split sizes {sizes} differ from the outputs' lengths along axis {axis}")
+    emit(imp, node, nn.SplitOp, [x], [types], {"axis": int_attr(axis)})
+
+
+@converts("BatchNormInternal", domain=MS)
+def convert_batch_norm_internal(imp: Any, node: Any) -> None:
+    if not attr(node, "training_mode", 1):
+        raise Unsupported("training_mode = 0 is not modelled (ORT writes this op for training-mode batch norm)")
+    for i, extra in enumerate(node.output[1:], start=1):
+        if extra:
+            _only_read_by(imp, extra, "BatchNormalizationGrad", "running statistics" if i < 3 else "saved statistics")
+    emit(imp, node, nn.BatchNormOp, [imp.value(n) for n in node.input[:5]], same_type(imp, node), {
+        "epsilon": float_attr(attr(node, "epsilon", 1e-5)),
+        "momentum": float_attr(attr(node, "momentum", 0.9)),
+        "training": bool_attr(True),
+    }, outputs=node.output[:1])
+
+
+def _only_read_by(imp: Any, name: str, op_type: str, what: str) -> None:
+    """Refuse a statistics output that a node other than `op_type` reads (its value is not
+    modelled: the gradient op re-derives it from the forward input)."""
+    from monet_ir.frontend.ort_training import other_reader
+
+    who = other_reader(imp, name, op_type)
+    if who is not None:
+        raise Unsupported(f"the {what} output '{name}' is read by {who}; it is not modelled as a value")
+
+
+@converts("LSTMTraining", "GRUTraining", "LSTMGrad", "GRUGrad", domain=MS)
+def convert_recurrent_training(imp: Any, node: Any) -> None:
+    raise Unsupported(
+        f"ORT's fused recurrent {node.op_type} is not modelled: its backward through every step has no "
+        "mapping onto MONET's ops (import the forward export: MONET unrolls LSTM/GRU and differentiates the steps)"
+    )
