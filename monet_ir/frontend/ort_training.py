@@ -34,7 +34,8 @@ ORT_OPTIMIZER_OPS = {"AdamOptimizer", "SGDOptimizer", "AdamWOptimizer", "SGDOpti
 
 def detect(graph: Any) -> bool:
     """Whether the graph is an ONNX Runtime training graph."""
-    if any(n.domain == "com.microsoft" and (n.op_type in ORT_GRAD_OPS or n.op_type in ORT_OPTIMIZER_OPS)
+    # ORT registers MaxPoolGrad and AveragePoolGrad in the standard domain, others in its own
+    if any(n.domain in ("com.microsoft", "", "ai.onnx") and (n.op_type in ORT_GRAD_OPS or n.op_type in ORT_OPTIMIZER_OPS)
            for n in graph.node):
         return True
     return any(o.name.endswith("_optimizer_end") for o in graph.output) or any(
