@@ -119,6 +119,13 @@
 
 // -----
 
+%s = "test.op"() : () -> tensor<2x16x100xf32>
+%l = "test.op"() : () -> tensor<2x16xi64>
+%loss = nn.softmax_cross_entropy %s, %l {class_axis = 3 : i64} : (tensor<2x16x100xf32>, tensor<2x16xi64>) -> tensor<f32>
+// CHECK: nn.softmax_cross_entropy: class_axis 3 is not an axis after the batch axis of scores
+
+// -----
+
 %x = "test.op"() : () -> tensor<2x8x4x4xf32>
 %u = nn.resize %x {mode = "linear", coordinate_transformation_mode = "tf_crop_and_resize"} : (tensor<2x8x4x4xf32>) -> tensor<2x8x16x16xf32>
 // CHECK: nn.resize: coordinate_transformation_mode must be one of half_pixel, pytorch_half_pixel, asymmetric, align_corners, not 'tf_crop_and_resize'

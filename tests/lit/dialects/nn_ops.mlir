@@ -113,6 +113,8 @@ func.func @random_masks(%x: tensor<2x16xf32>, %ids: tensor<2x16xi64>, %buf: tens
   %p = nn.constant dense<8.000000e-01> : tensor<f32>
   %keep = nn.less %r, %p : (tensor<2x16xf32>, tensor<f32>) -> tensor<2x16xi1>
   %big = nn.greater %n, %x : (tensor<2x16xf32>, tensor<2x16xf32>) -> tensor<2x16xi1>
+  %le = nn.less %r, %p {or_equal = true} : (tensor<2x16xf32>, tensor<f32>) -> tensor<2x16xi1>
+  %ge = nn.greater %n, %x {or_equal = true} : (tensor<2x16xf32>, tensor<2x16xf32>) -> tensor<2x16xi1>
   %pos = nn.cumsum %ids {axis = 1 : i64, exclusive = true, reverse = true} : (tensor<2x16xi64>) -> tensor<2x16xi64>
   %tok = nn.gather_elements %buf, %pos {axis = 1 : i64} : (tensor<1x32xi64>, tensor<2x16xi64>) -> tensor<2x16xi64>
   %m = nn.cast %keep : (tensor<2x16xi1>) -> tensor<2x16xf32>
@@ -125,6 +127,8 @@ func.func @random_masks(%x: tensor<2x16xf32>, %ids: tensor<2x16xi64>, %buf: tens
 // CHECK:       nn.random {distribution = "normal", mean = 0.000000e+00 : f64, scale = 2.000000e+00 : f64} : tensor<2x16xf32>
 // CHECK:       nn.less %r, %p : (tensor<2x16xf32>, tensor<f32>) -> tensor<2x16xi1>
 // CHECK:       nn.greater %n, %x
+// CHECK:       nn.less %r, %p {or_equal = true} : (tensor<2x16xf32>, tensor<f32>) -> tensor<2x16xi1>
+// CHECK:       nn.greater %n, %x {or_equal = true}
 // CHECK:       nn.cumsum %ids {axis = 1 : i64, exclusive = true, reverse = true}
 // CHECK:       nn.gather_elements %buf, %pos {axis = 1 : i64} : (tensor<1x32xi64>, tensor<2x16xi64>) -> tensor<2x16xi64>
 
