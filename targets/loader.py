@@ -1,8 +1,9 @@
 """Load a target by built-in name or from a file, in our format or Stream/ZigZag's.
 
 Formats are told apart by their top-level keys:
-* a Stream system has ``cores`` as a mapping of id -> core file (plus ``offchip_core``,
-  ``core_connectivity``...);
+* a Stream system has ``cores`` as a mapping of id -> core file (plus ``offchip_core`` or
+  ``offchip_core_id``, ``core_connectivity``...), or, in Stream's files of 2024, as a list of core
+  files with a generated ``graph`` (`stream_legacy`);
 * a ZigZag core has ``memories`` and ``operational_array`` (or ``multipliers``); it loads as a
   one-core target;
 * anything else is read as our own format (``cores`` is a list).
@@ -20,6 +21,7 @@ from typing import Any
 from .errors import Problems, TargetError
 from .model import Core, Dram, Interconnect, Target
 from .own_format import read_own_target
+from .stream_legacy import is_list_system, translate_list_system
 from .zigzag_format import (
     STREAM_CORE_NAMESPACES,
     ZIGZAG_DEFAULT_REASON,
@@ -83,7 +85,11 @@ def load_target_file(path: str, precision: str | None = None) -> Target:
     if not isinstance(data, dict):
         problems.add("<top>", f"expected a mapping at the top level, got {type(data).__name__}")
         problems.raise_if_any()
-    if _is_stream_system(data):
+    if is_list_system(data):
+        translated = translate_list_system(data, problems)
+        problems.raise_if_any()
+        target = read_stream_system(translated, path, problems, parse_yaml, precision)
+    elif _is_stream_system(data):
         target = read_stream_system(data, path, problems, parse_yaml, precision)
     elif _is_zigzag_core(data):
         target = _single_core_target(data, path, problems, precision)

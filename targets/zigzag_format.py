@@ -245,7 +245,17 @@ def read_zigzag_core(
         ArrayDim(str(d), fields.check_integer(s, join(join(array_key, "sizes"), i), 0))
         for i, (d, s) in enumerate(zip(dim_names, sizes))
     )
-    unit_energy = fields.number(array_raw, "unit_energy", array_key, required=False, default=0.0)
+    # ZigZag before 3.x (Stream's files of 2024) names the array `multipliers` and its MAC energy
+    # `multiplier_energy`
+    energy_key = "multiplier_energy" if "unit_energy" not in array_raw and "multiplier_energy" in array_raw \
+        else "unit_energy"
+    computes = bool(sizes) and all(isinstance(size, int) and size > 0 for size in sizes)
+    imc = computes and isinstance(array_raw, dict) and energy_key not in array_raw and bool(array_raw.get("is_imc"))
+    if imc:
+        problems.add(join(array_key, "is_imc"), f"an in-memory-computing array ({array_raw.get('imc_type', 'imc')}): "
+                     "ZigZag derives its energy per MAC from its IMC macro model (ADCs, DACs, adder trees at "
+                     f"28 nm), which MONET does not have; give {array_key}.unit_energy (pJ per MAC) to use this file")
+    unit_energy = fields.number(array_raw, energy_key, array_key, required=computes and not imc, default=0.0)
     systolic = tuple(str(d) for d in fields.seq(array_raw, "systolic_dimensions", array_key, required=False))
     dataflow = read_dataflow(data.get("dataflows"), fields, "dataflows", ZIGZAG_DIM_ALIASES)
     chosen = precision or "int8"

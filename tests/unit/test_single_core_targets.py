@@ -15,7 +15,9 @@ from conftest import SHARED
 from targets import TargetError, get_target
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-ZIGZAG = sorted((DATA / "zigzag_hw").glob("*.yaml"))
+ZIGZAG_ALL = sorted((DATA / "zigzag_hw").glob("*.yaml"))
+IMC = [p for p in ZIGZAG_ALL if p.stem in ("aimc", "dimc")]  # energies from ZigZag's IMC macro model
+ZIGZAG = [p for p in ZIGZAG_ALL if p not in IMC]
 STREAM_CORES = [DATA / "stream_hw" / "cores" / f"{name}.yaml" for name in ("tpu_like", "eyeriss_like", "meta_prototype")]
 LENET = DATA / "models" / "lenet5_b4.onnx"
 
@@ -44,6 +46,28 @@ def test_a_core_too_small_for_a_layer_says_which_layer(tmp_path):
         return  # LeNet's layers fit the L1 of gemm_l1
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert "(node '" in run.stderr and "no loop order" in run.stderr
+
+
+@pytest.mark.parametrize("path", IMC, ids=lambda p: p.name)
+def test_an_imc_array_without_unit_energy_is_one_clear_error(path, tmp_path):
+    """ZigZag prices its in-memory-computing arrays with its own macro model (the files give no
+    unit_energy); MONET has none, so it says so instead of pricing every MAC at 0 pJ."""
+    with pytest.raises(TargetError) as error:
+        get_target(str(path))
+    (line,) = error.value.problems
+    assert line.startswith(f"{path}: operational_array.is_imc: an in-memory-computing array")
+    assert "give operational_array.unit_energy" in line
+    patched = tmp_path / path.name
+    patched.write_text(path.read_text().replace("  is_imc: True", "  is_imc: True\n  unit_energy: 0.01"))
+    (core,) = get_target(str(patched)).cores
+    assert core.array.units == 128 * 128 and core.precisions[0].energy_pj == pytest.approx(0.01)
+
+
+def test_a_missing_mac_energy_is_an_error_not_zero(tmp_path):
+    path = tmp_path / "core.yaml"
+    path.write_text((DATA / "stream_hw" / "cores" / "tpu_like.yaml").read_text().replace("unit_energy: 0.04", ""))
+    with pytest.raises(TargetError, match="operational_array.unit_energy: missing required field"):
+        get_target(str(path))
 
 
 def test_a_memory_only_file_is_not_a_target():
