@@ -209,6 +209,21 @@ def _guess_kind(file: str, name: str, sizes: list[int]) -> str:
     return "mac_array"
 
 
+_LOOP_NEST_OPERATORS = {"Conv", "QLinearConv", "Gemm", "MatMul", "Einsum", "ConvTranspose"}
+_POOL_OPERATORS = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}
+
+
+def _kind_from_operator_types(types: Any) -> str | None:
+    """Stream's ``operator_types`` (the ONNX op types a core may run) says what a core is: a MAC
+    array when it runs convolutions or matmuls, a pooling unit when it runs only pooling, a
+    SIMD unit otherwise."""
+    if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+        return None
+    if _LOOP_NEST_OPERATORS & set(types):
+        return "mac_array"
+    return "pooling" if set(types) <= _POOL_OPERATORS else "simd"
+
+
 def _default_op_kinds(kind: str) -> tuple[str, ...]:
     return {"mac_array": ("loop_nest",), "simd": ("vector",), "pooling": ("pool",)}[kind]
 
@@ -263,7 +278,7 @@ def read_zigzag_core(
     if chosen not in known:
         problems.add("precision", f"unknown precision {chosen!r} (use one of {', '.join(known)})")
         chosen = "int8"
-    core_kind = kind or _guess_kind(file, name, [d.size for d in dims])
+    core_kind = kind or _kind_from_operator_types(data.get("operator_types")) or _guess_kind(file, name, [d.size for d in dims])
     core = Core(
         id=core_id,
         name=name,
@@ -357,9 +372,6 @@ def unsupported_core(data: Any) -> str:
     if namespace != "zigzag":
         return (f"an {namespace} tile ({data.get('type')!r}) gives only a memory and a FIFO depth, no "
                 "operational array and no energies (Stream costs it with its own kernels): MONET cannot cost it")
-    if kind in ("memory", "shim", "offchip"):
-        return (f"a memory-only core ({data.get('type')!r}, no operational array) that is not the "
-                "offchip_core_id; MONET's cores must compute")
     return ""
 
 
@@ -412,13 +424,14 @@ def _connection(entry: Any, where: str, default_bandwidth: float | None, default
 def _connectivity(
     entries: list, bandwidth: float | None, unit_energy: float, core_ids: dict[int, int], offchip: int | None,
     declared: list[int], problems: Problems,
-) -> tuple[Interconnect, list[float]]:
+) -> tuple[Interconnect, list[float], list[list[int]]]:
     """The links and buses between our cores (`core_ids` maps Stream's ids to ours; `declared`
     are all the ids of the file), and the bandwidths (bits/cycle) of the connections that reach
-    the off-chip core `offchip`."""
+    the off-chip core `offchip`, and the Stream ids each connection joins."""
     links: list[Link] = []
     buses: list[Bus] = []
     to_offchip: list[float] = []
+    joined: list[list[int]] = []  # the Stream ids of every connection
     for index, entry in enumerate(entries):
         where = join("core_connectivity", index)
         read = _connection(entry, where, bandwidth, unit_energy, problems)
@@ -430,6 +443,7 @@ def _connectivity(
             problems.add(where, f"unknown core {unknown[0]} in link (cores are {sorted(declared)})")
             continue
         energy_per_bit = energy / bits
+        joined.append(ids)
         if offchip is not None and offchip in ids:
             to_offchip.append(bits)
         ours = [core_ids[i] for i in ids if i in core_ids]
@@ -440,7 +454,41 @@ def _connectivity(
             links.append(Link(ours[1], ours[0], bits, energy_per_bit))
         else:
             buses.append(Bus(tuple(ours), bits, energy_per_bit))
-    return Interconnect(tuple(links), tuple(buses), "stream"), to_offchip
+    return Interconnect(tuple(links), tuple(buses), "stream"), to_offchip, joined
+
+
+def _attach_memory_cores(cores: list[Core], core_ids: dict[int, int], memory_cores: dict[int, tuple[Core, str]],
+                         joined: list[list[int]], problems: Problems) -> list[Core]:
+    """A memory-only core of a Stream system (``type: zigzag.memory``, or an empty array that is
+    not the off-chip core: a scratchpad that several compute cores reach over a link or bus)
+    becomes the outermost memory of every compute core a connection joins it to. MONET has no
+    memory shared between cores, so each of the k cores gets 1/k of its capacity and of its
+    ports' bandwidth (the energy per bit stays the file's)."""
+    for memory_id, (memory_core, path) in memory_cores.items():
+        sharers = sorted({core_ids[i] for ids in joined if memory_id in ids for i in ids if i in core_ids})
+        where = f"cores[{memory_id}] ({os.path.basename(path)})"
+        if not sharers:
+            problems.add(where, "a memory-only core that no connection joins to a compute core")
+            continue
+        if not memory_core.memories:
+            problems.add(where, "a memory-only core without memories")
+            continue
+        k = len(sharers)
+        for index in sharers:
+            core = cores[index]
+            dims = tuple(d.name for d in core.array.dims)
+            levels = []
+            for memory in memory_core.memories:
+                ports = tuple(replace(port, bandwidth_bits=max(1, port.bandwidth_bits // k),
+                                      min_bandwidth_bits=max(1, min(port.min_bandwidth_bits, port.bandwidth_bits // k)))
+                              for port in memory.ports)
+                width = {port.name: port.bandwidth_bits for port in memory.ports}
+                scale = min(p.bandwidth_bits / width[p.name] for p in ports) if ports else 1.0
+                levels.append(replace(memory, name=f"{memory.name}@{memory_id}", size_bits=memory.size_bits // k,
+                                      served_dims=dims, ports=ports, read_energy_pj=memory.read_energy_pj * scale,
+                                      write_energy_pj=memory.write_energy_pj * scale))
+            cores[index] = replace(core, memories=(*core.memories, *levels))
+    return cores
 
 
 def read_stream_system(
@@ -466,6 +514,7 @@ def read_stream_system(
     declared: list[int] = []
     parsed_files: dict[str, Any] = {}
     unsupported: dict[tuple[str, str], list] = {}  # (core file, why) -> the cores entries that use it
+    memory_cores: dict[int, tuple[Core, str]] = {}  # Stream's id -> (its memories, its file)
     dram = None
     for position, (key, entry) in enumerate(raw_cores.items()):
         where = join("cores", key)
@@ -510,10 +559,8 @@ def read_stream_system(
                 if line not in problems.lines:
                     problems.lines.append(line)
         if core is not None:
-            if core.array.units <= 0:
-                reason = (f"a core with no compute units (operational_array sizes {[d.size for d in core.array.dims]}) "
-                          "that is not the offchip_core_id; MONET's cores must compute")
-                unsupported.setdefault((path, reason), []).append(key)
+            if core.array.units <= 0 or _stream_core_type(core_data)[1] != "compute":
+                memory_cores[core_id] = (core, path)  # a memory the compute cores joined to it share
                 continue
             core_ids[core_id] = len(cores)
             cores.append(core)
@@ -543,10 +590,11 @@ def read_stream_system(
     bandwidth = fields.number(data, "bandwidth", "", required=False, default=None if new_style else 32.0,
                               positive=True)
     unit_energy = fields.number(data, "unit_energy_cost", "", required=False, default=0.0)
-    interconnect, to_offchip = _connectivity(
+    interconnect, to_offchip, joined = _connectivity(
         fields.seq(data, "core_connectivity", "", required=False), bandwidth, unit_energy, core_ids,
         offchip_id, declared, problems
     )
+    cores = _attach_memory_cores(cores, core_ids, memory_cores, joined, problems)
     if dram is not None and to_offchip:
         # the off-chip core is reached only over its listed connections: one transfer at a time
         # through DRAM gets no more than their combined bandwidth

@@ -1,7 +1,8 @@
 """Stream's and ZigZag's hardware files as those projects ship them (tests/data/stream_hw_2026:
 Stream's newest tree, unchanged): the newer system format (`offchip_core_id`, connections as
 `{type, cores, bandwidth}`, `./cores/` paths, inline cores), Stream's look-up of a bare core name
-in its input tree, and one-line errors for what MONET cannot cost (AIE tiles, memory-only cores)."""
+in its input tree, memory-only cores shared by compute cores, `operator_types`, and one-line
+errors for what MONET cannot cost (AIE tiles)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ LOADS = [
     NEW / "examples" / "hardware" / "simba_small.yaml",
     NEW / "examples" / "hardware" / "fusemax.yaml",
     NEW / "testing" / "hardware" / "simple_example_hw.yaml",
+    NEW / "examples" / "hardware" / "tpu_v7_ironwood.yaml",
 ]
 
 
@@ -132,3 +134,113 @@ def test_newer_system_report_is_sensible(tmp_path):
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["latency_cycles"] > 0 and report["energy_breakdown_pj"]["compute"] > 0
     assert all(cap > 0 for cap in report["memory"]["capacity_bytes"].values())
+
+
+def test_tpu_v7_ironwood_as_its_file_documents_it():
+    """The file's own figures: 32 MXUs of 256x256 and 4 VPUs of 8x128 (four TensorCores of eight
+    MXUs and a VPU), a 64 MiB VMEM per TensorCore shared by its nine compute cores, 384 GiB of
+    HBM at 107345 bit/cycle (2 x 7380 GB/s at 1.1 GHz)."""
+    target = get_target(str(NEW / "examples" / "hardware" / "tpu_v7_ironwood.yaml"))
+    mxus = [c for c in target.cores if c.name.startswith("tpu_v7_mxu")]
+    vpus = [c for c in target.cores if c.name.startswith("tpu_v7_vpu")]
+    assert len(target.cores) == 36 and len(mxus) == 32 and len(vpus) == 4
+    assert {c.array.units for c in mxus} == {256 * 256} and {c.array.units for c in vpus} == {8 * 128}
+    # operator_types: the MXUs run matmuls and convolutions, the VPUs everything else
+    assert {c.op_kinds for c in mxus} == {("loop_nest",)} and {(c.kind, c.op_kinds) for c in vpus} == {("simd", ("vector",))}
+    vmem = mxus[0].memories[-1]
+    assert vmem.name == "vmem@9" and vmem.size_bits == 64 * 2**20 * 8 // 9
+    assert vmem.operands == ("I", "W", "O") and vmem.served_dims == ("D1", "D2")
+    assert vmem.ports[0].bandwidth_bits == 416974 // 9
+    assert vmem.read_energy_pj / vmem.ports[0].bandwidth_bits == pytest.approx(200 / 416974, rel=1e-4)
+    assert target.dram.capacity_bytes == 384 * 2**30 and target.dram.bits_per_cycle(1e9) == pytest.approx(107345)
+    # the MXUs and the VPU of a TensorCore share its bus (the VMEM, core 9, is not a core here)
+    assert target.interconnect.buses[0].cores == tuple(range(9))
+
+
+def test_a_memory_core_joined_to_no_compute_core_is_an_error(tmp_path):
+    cores = NEW / "examples" / "hardware" / "cores"
+    path = tmp_path / "sys.yaml"
+    path.write_text(f"name: s\ncores:\n  0: {cores / 'tpu_like.yaml'}\n  1: {cores / 'tpu_v7_vmem.yaml'}\n"
+                    f"  2: {cores / 'offchip.yaml'}\noffchip_core_id: 2\ncore_connectivity:\n"
+                    "  - {type: link, cores: [0, 2], bandwidth: 64}\n")
+    with pytest.raises(TargetError) as error:
+        get_target(str(path))
+    assert error.value.problems == (f"{path}: cores[1] (tpu_v7_vmem.yaml): a memory-only core that no connection "
+                                    "joins to a compute core",)
+
+
+# ------------------------------------------------------------------ Stream's files of 2024
+
+OLD_2024 = DATA / "stream_hw_2024" / "tpu_like_quad_core.yaml"
+
+
+def test_2024_list_system_with_a_generated_mesh():
+    """`cores` as a list, `graph: {type: 2d_mesh}`: the four tpu_like cores fill the 2 x 2 grid
+    column by column (Stream's reshape order "F"), the pooling and SIMD cores link to every grid
+    core and to each other, the off-chip core is the DRAM; the cores' `multipliers` give their
+    MAC energy (ZigZag's older name `multiplier_energy`)."""
+    target = get_target(str(OLD_2024))
+    assert [c.name for c in target.cores] == ["tpu_like#0", "tpu_like#1", "tpu_like#2", "tpu_like#3", "pooling", "simd"]
+    assert [c.kind for c in target.cores] == ["mac_array"] * 4 + ["pooling", "simd"]
+    assert [c.array.units for c in target.cores] == [1024] * 4 + [9, 64]
+    assert [c.precisions[0].energy_pj for c in target.cores] == [0.04] * 4 + [0.1, 0.1]
+    pairs = {(l.src, l.dst) for l in target.interconnect.links if l.src < l.dst}
+    mesh = {(0, 1), (2, 3), (0, 2), (1, 3)}  # grid (row, col): 0 (0,0), 1 (1,0), 2 (0,1), 3 (1,1)
+    assert pairs == mesh | {(i, 4) for i in range(4)} | {(i, 5) for i in range(4)} | {(4, 5)}
+    assert {l.bandwidth_bits for l in target.interconnect.links} == {32}
+    assert target.dram.capacity_bytes == 10_000_000_000 // 8 and target.dram.bits_per_cycle(1e9) == pytest.approx(64)
+
+
+@pytest.mark.parametrize("graph", ["graph:\n  type: bus\n", "bus:\n"])
+def test_2024_list_system_with_a_bus(tmp_path, graph):
+    text = OLD_2024.read_text()
+    text = text.replace("graph:\n  type: 2d_mesh\n", graph) if graph.startswith("graph") else \
+        text.replace("graph:\n  type: 2d_mesh\n", "bus:\n")
+    (tmp_path / "cores").mkdir()
+    for core in (OLD_2024.parent / "cores").glob("*.yaml"):
+        (tmp_path / "cores" / core.name).write_text(core.read_text())
+    (tmp_path / "sys.yaml").write_text(text)
+    target = get_target(str(tmp_path / "sys.yaml"))
+    (bus,) = target.interconnect.buses
+    assert bus.cores == (0, 1, 2, 3, 5) and bus.bandwidth_bits == 32  # the grid cores and the SIMD core
+    assert {(l.src, l.dst) for l in target.interconnect.links if l.src < l.dst} == {(i, 4) for i in range(4)} | {(4, 5)}
+
+
+def test_2024_may_layout_with_a_top_level_2d_mesh(tmp_path):
+    """May 2024 files write the mesh fields under `2d_mesh:` (no `type`); special cores first."""
+    (tmp_path / "cores").mkdir()
+    for core in (OLD_2024.parent / "cores").glob("*.yaml"):
+        (tmp_path / "cores" / core.name).write_text(core.read_text())
+    (tmp_path / "sys.yaml").write_text(
+        "name: may\ncores: [pooling.yaml, simd.yaml, offchip.yaml, tpu_like.yaml, tpu_like.yaml]\n"
+        "2d_mesh: {nb_rows: 1, nb_cols: 2, bandwidth: 16, unit_energy_cost: 4, pooling_core_id: 0, simd_core_id: 1,"
+        " offchip_core_id: 2}\n")
+    target = get_target(str(tmp_path / "sys.yaml"))
+    assert [c.name for c in target.cores] == ["pooling", "simd", "tpu_like#0", "tpu_like#1"]
+    links = {(l.src, l.dst): l for l in target.interconnect.links}
+    assert set(links) >= {(2, 3), (3, 2), (2, 0), (3, 1)} and links[(2, 3)].energy_pj_per_bit == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("graph, message", [
+    ("graph: {type: 2d_mesh_of_pairs, bandwidth: 8}", "graph.type: unknown graph type '2d_mesh_of_pairs'"),
+    ("graph: {type: 2d_mesh, nb_rows: 2, nb_cols: 2, bandwidth: 8, offchip_core_id: 2}",
+     "graph.nb_rows: a 2 x 2 mesh needs 4 cores besides the pooling, SIMD and off-chip ones; the file lists 2"),
+    ("graph: {type: bus, bandwidth: 8, offchip_core_id: 7}", "graph.offchip_core_id: 7 is not an index of `cores`"),
+    ("{}", "graph: missing required field"),
+])
+def test_2024_list_system_errors_are_one_line(tmp_path, graph, message):
+    (tmp_path / "cores").mkdir()
+    for core in (OLD_2024.parent / "cores").glob("*.yaml"):
+        (tmp_path / "cores" / core.name).write_text(core.read_text())
+    path = tmp_path / "sys.yaml"
+    path.write_text(f"name: s\ncores: [tpu_like.yaml, tpu_like.yaml, offchip.yaml]\n{graph if graph != '{}' else ''}\n")
+    with pytest.raises(TargetError) as error:
+        get_target(str(path))
+    assert len(error.value.problems) == 1 and error.value.problems[0].startswith(f"{path}: {message}")
+
+
+def test_2024_system_report_is_sensible(tmp_path):
+    code, err = run_monet("report", str(MLP), "--target", str(OLD_2024), "--out", str(tmp_path), "--no-plots")
+    assert code == 0, err
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["latency_cycles"] > 0 and report["energy_breakdown_pj"]["compute"] > 0
