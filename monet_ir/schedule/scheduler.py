@@ -226,13 +226,49 @@ class GraphTables:
         self.consumers: dict[int, list[int]] = {}  # root -> its readers, sorted (`root_consumers`, on demand)
         # `TaskGraph.successors`, with the in-degrees and the tasks without predecessors
         n = len(g.tasks)
-        self.indegree = indegree = [0] * n
-        self.succ = succ = [[] for _ in range(n)]
         self.sources = sources = []
+        barrier = g.barrier
+        if barrier is None:
+            self.indegree = indegree = [0] * n
+            self.succ = succ = [[] for _ in range(n)]
+            for t in g.tasks:
+                preds = t.preds
+                if preds:
+                    index = t.index
+                    indegree[index] = len(preds)
+                    for p in preds:
+                        succ[p].append(index)
+                else:
+                    sources.append(t.index)
+            return
+        # The optimizer barrier (`TaskGraph.barrier`) as one join node, last in the tables and
+        # named -1 (its position from the end) in successor lists and the readiness heap: each
+        # sink -> the join -> each waiter, whose in-degree counts the join once, instead of an
+        # edge per (sink, waiter). A waiter whose preds no longer hold every sink keeps its
+        # edges (the join then stands for exactly the preds it replaces, or for none).
+        sinks, waiters = barrier
+        self.indegree = indegree = [0] * (n + 1)
+        self.succ = succ = [[] for _ in range(n + 1)]
+        indegree[n] = len(sinks)
+        for p in sinks:
+            succ[p].append(-1)
+        joined = succ[n]
+        sink_set = frozenset(sinks)
+        waiting = bytearray(n)
+        for index in waiters:
+            waiting[index] = 1
         for t in g.tasks:
             preds = t.preds
             if preds:
                 index = t.index
+                if waiting[index]:
+                    direct = preds - sink_set  # (in C)
+                    if len(direct) + len(sink_set) == len(preds):  # every sink among its preds
+                        joined.append(index)
+                        indegree[index] = len(direct) + 1
+                        for p in direct:
+                            succ[p].append(index)
+                        continue
                 indegree[index] = len(preds)
                 for p in preds:
                     succ[p].append(index)
@@ -564,7 +600,8 @@ class Scheduler:
         tasks = self.g.tasks
         indegree = list(tables.indegree)
         succ = tables.succ
-        ready_time = [0.0] * len(tasks)
+        ready_time = [0.0] * len(indegree)  # (with the barrier's join last, `GraphTables`)
+        joined = succ[-1] if succ else ()  # the waiters of the barrier's join, when it has one
         heap = [(0.0, index) for index in tables.sources]
         heapq.heapify(heap)
         pop, push = heapq.heappop, heapq.heappush
@@ -587,6 +624,27 @@ class Scheduler:
         placed = 0
         while heap:
             ready, index = pop(heap)  # `ready` is ready_time[index]: its predecessors are all done
+            if index < 0:
+                # The barrier's join (`GraphTables`), pushed as (ready, -1) once its last sink is
+                # placed, `ready` the latest end of the sinks. Real tasks pop in exactly the order
+                # of a graph with an edge per (sink, waiter): (1) until the last sink is placed,
+                # neither the join nor a waiter whose preds hold every sink is in the heap, in
+                # either graph; (2) from then until the join pops, every pop is a real entry
+                # (r, i) < (ready, -1), i.e. r < ready, while every such waiter (if its other
+                # preds are done) is in the old heap at (r_w, w) with r_w >= ready: the old heap
+                # pops the same entries; (3) the join pops before any entry (ready, i), the
+                # first moment the old heap's least entry could be a waiter's, and then gives
+                # each waiter the old ready time (max of its other preds' ends and the sinks'
+                # ends) and pushes those whose other preds are done: from here both heaps hold
+                # the same entries. Ties stay ordered by index; a join at (ready, n) would let a
+                # task (ready, i > w) pop before a waiter w.
+                for s in joined:
+                    if ready > ready_time[s]:
+                        ready_time[s] = ready
+                    indegree[s] = left = indegree[s] - 1
+                    if not left:
+                        push(heap, (ready_time[s], s))
+                continue
             self.current = index
             placed += 1
             task = tasks[index]

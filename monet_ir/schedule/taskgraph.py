@@ -80,6 +80,12 @@ class TaskGraph:
     tensors: list[TensorInfo]
     storage_plan: Any = None
     """The tensors a plan keeps in storage (`monet_ir.schedule.paging.StoragePlan`), or None."""
+    barrier: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    """(sinks, waiters): the optimizer barrier the extractor added (`_optimizer_after_backward`):
+    every waiter's `preds` hold every sink of the backward sub-graph. The preds stay complete
+    for every reader; the scheduler's tables (`monet_ir.schedule.scheduler.GraphTables`) join the
+    sinks into one node instead of an edge per (sink, waiter). None: no record (a graph built
+    without it schedules from `preds` alone, as before)."""
 
     def successors(self) -> list[list[int]]:
         succ: list[list[int]] = [[] for _ in self.tasks]
@@ -385,8 +391,8 @@ class _Extractor:
         _order_in_place_updates(self.tasks, self.tensors)
         _pace_stacks(self.tasks, self.stacks)
         _recompute_when_needed(self.tasks)
-        _optimizer_after_backward(self.tasks)
-        return TaskGraph(self.tasks, self.tensors, storage_plan)
+        barrier = _optimizer_after_backward(self.tasks)
+        return TaskGraph(self.tasks, self.tensors, storage_plan, barrier)
 
     def add_storage(self, stored: tuple[Iterable[str], int | None] | None) -> Any:
         """Keep the named tensors in storage (`monet_ir.schedule.paging.add_storage_tasks`):
@@ -1126,16 +1132,21 @@ def _recompute_when_needed(tasks: list[Task]) -> None:
             last_op, first_task = task.op_index, task.index
 
 
-def _optimizer_after_backward(tasks: list[Task]) -> None:
+def _optimizer_after_backward(tasks: list[Task]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """Every optimizer task waits for the whole backward pass. Returns the barrier (sinks,
+    waiters) for `TaskGraph.barrier`, None when there is none."""
     backward = [t for t in tasks if t.phase == "backward" or t.phase == "recompute"]
     if not backward:
-        return
+        return None
     # a chain through the last backward task would not order the others; depend on all of
     # them through the sinks of the backward sub-graph instead
     late = {t.index for t in backward}
     has_backward_succ = set().union(*[t.preds for t in backward]) & late
     sinks = [t.index for t in backward if t.index not in has_backward_succ]
+    waiters = []
     for t in tasks:
         if t.phase == "optimizer":
             t.preds.update(sinks)
             t.preds.discard(t.index)
+            waiters.append(t.index)
+    return (tuple(sinks), tuple(waiters)) if waiters else None
