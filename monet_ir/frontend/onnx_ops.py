@@ -896,10 +896,8 @@ def convert_conv_grad(imp: Any, node: Any) -> None:
         emit(imp, node, grad.ConvBiasGradOp, [dy], [imp.result_type(node.output[2])], outputs=node.output[2:3])
 
 
-@converts("LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad", domain=MS)
+@converts("LayerNormalizationGrad", domain=MS)
 def convert_layer_norm_grad(imp: Any, node: Any) -> None:
-    if node.op_type.startswith("Simplified"):
-        raise Unsupported("RMS-style simplified layer normalization is not modelled")
     types = [imp.result_type(o) for o in node.output[:3]]
     emit(imp, node, grad.LayerNormGradOp, [imp.value(n) for n in node.input[:3]], types, {
         "axis": int_attr(attr(node, "axis", -1)),

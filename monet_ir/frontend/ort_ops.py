@@ -20,6 +20,10 @@ orttraining/core/graph/training_op_defs.cc and the gradient builders that emit t
   of dY;
 - `ConcatTraining` / `SplitTraining`: `nn.concat` / `nn.split`; the per-input lengths are known
   at import;
+- `SimplifiedLayerNormalization` (ORT's fusion of RMSNorm, in the standard domain) and its
+  gradient: the element-wise ops and means of `x * r * scale`, `r = 1 / sqrt(mean(x^2) + eps)`,
+  with `r` the saved statistic the gradient reads (`dX = r * (g - x̂ * mean(g * x̂))`,
+  `g = dY * scale`, `x̂ = X * r`; `dscale` the sum of `dY * x̂`);
 - `BatchNormInternal`: a training-mode `nn.batch_norm`; its saved statistics are read only by
   `BatchNormalizationGrad`, which `grad.batch_norm` models from the input (the running
   statistics' update does not feed the loss; any other reader is refused).
@@ -36,7 +40,7 @@ from typing import Any
 from xdsl.dialects.builtin import StringAttr, TensorType
 
 from dialects import grad, nn
-from dialects.base import bool_attr, float_attr, int_attr
+from dialects.base import bool_attr, float_attr, int_attr, ints_attr
 from monet_ir.frontend.attrs import attr, node_name
 from monet_ir.frontend.onnx_ops import (
     Unsupported,
@@ -203,6 +207,65 @@ def _only_read_by(imp: Any, name: str, op_type: str, what: str) -> None:
     who = other_reader(imp, name, op_type)
     if who is not None:
         raise Unsupported(f"the {what} output '{name}' is read by {who}; it is not modelled as a value")
+
+
+@converts("SimplifiedLayerNormalization")  # ORT's RMSNorm fusion writes it in the standard domain
+@converts("SimplifiedLayerNormalization", domain=MS)
+def convert_simplified_layer_norm(imp: Any, node: Any) -> None:
+    """RMS normalization over axes [axis, rank): y = x * r * scale with r = 1 / sqrt(mean(x^2) +
+    epsilon), as the element-wise ops and mean it is; r is the op's saved `inv_std_var` output,
+    which SimplifiedLayerNormalizationGrad reads."""
+    if attr(node, "stash_type", 1) != 1:
+        raise Unsupported("stash_type other than float32 is not modelled")
+    x, scale = imp.value(node.input[0]), imp.value(node.input[1])
+    t, reduced, axes = _rms_types(x.type, int(attr(node, "axis", -1)))
+    square = _tmp(imp, node, nn.MulOp, [x, x], t)
+    mean = _tmp(imp, node, nn.ReduceMeanOp, [square], reduced, {"axes": ints_attr(axes), "keepdims": bool_attr(True)})
+    shifted = _tmp(imp, node, nn.AddOp, [mean, _scalar(imp, node, "epsilon", float(attr(node, "epsilon", 1e-5)), t)],
+                   reduced)
+    rms = _tmp(imp, node, nn.SqrtOp, [shifted], reduced)
+    inv = _tmp(imp, node, nn.DivOp, [_scalar(imp, node, "one", 1.0, t), rms], reduced)
+    normalized = _tmp(imp, node, nn.MulOp, [x, inv], t)
+    emit(imp, node, nn.MulOp, [normalized, scale], same_type(imp, node), outputs=node.output[:1])
+    if len(node.output) > 1 and node.output[1]:
+        declared = imp.result_type(node.output[1])
+        if declared != reduced:
+            raise Unsupported(f"inv_std_var output of type {declared} differs from the statistics' {reduced}")
+        imp.bind(node.output[1], inv)
+
+
+@converts("SimplifiedLayerNormalizationGrad", domain=MS)
+def convert_simplified_layer_norm_grad(imp: Any, node: Any) -> None:
+    """From dY, X, scale and the saved r: with g = dY * scale and x̂ = X * r,
+    dX = r * (g - x̂ * mean(g * x̂)) and dscale = sum of dY * x̂ over the axes before `axis`."""
+    dy, x, scale, inv = (imp.value(n) for n in node.input[:4])
+    t, reduced, axes = _rms_types(x.type, int(attr(node, "axis", -1)))
+    if inv.type != reduced:
+        raise Unsupported(f"inv_std_var of type {inv.type} is not the statistics' {reduced}")
+    normalized = _tmp(imp, node, nn.MulOp, [x, inv], t)
+    g = _tmp(imp, node, nn.MulOp, [dy, scale], t)
+    product = _tmp(imp, node, nn.MulOp, [g, normalized], t)
+    mean = _tmp(imp, node, nn.ReduceMeanOp, [product], reduced, {"axes": ints_attr(axes), "keepdims": bool_attr(True)})
+    projection = _tmp(imp, node, nn.MulOp, [normalized, mean], t)
+    difference = _tmp(imp, node, nn.SubOp, [g, projection], t)
+    if node.output[0]:
+        emit(imp, node, nn.MulOp, [difference, inv], [t], outputs=node.output[:1])
+    if len(node.output) > 1 and node.output[1]:
+        weighted = _tmp(imp, node, nn.MulOp, [dy, normalized], t)
+        leading = list(range(len(t.get_shape()) - len(axes)))
+        emit(imp, node, nn.ReduceSumOp, [weighted], [imp.result_type(node.output[1])],
+             {"axes": ints_attr(leading), "keepdims": bool_attr(False)}, outputs=node.output[1:2])
+
+
+def _rms_types(t: TensorType, axis: int) -> tuple[TensorType, TensorType, list[int]]:
+    """The input type, the statistics' type (the normalized axes kept as 1) and those axes."""
+    shape = list(t.get_shape())
+    rank = len(shape)
+    if not -rank <= axis < rank:
+        raise Unsupported(f"axis {axis} is out of range for rank {rank}")
+    axis %= rank
+    reduced = TensorType(t.get_element_type(), shape[:axis] + [1] * (rank - axis))
+    return t, reduced, list(range(axis, rank))
 
 
 @converts("LSTMTraining", "GRUTraining", "LSTMGrad", "GRUGrad", domain=MS)

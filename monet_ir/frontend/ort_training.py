@@ -28,6 +28,7 @@ ORT_GRAD_OPS = {
     "LayerNormalizationGrad", "BatchNormalizationGrad", "GatherGrad", "InPlaceAccumulator",
     "InPlaceAccumulatorV2", "BiasGeluGrad_dX", "BiasFastGeluGrad_dX", "SigmoidGrad", "TanhGrad",
     "LeakyReluGrad", "DropoutGrad", "QuickGeluGrad", "ConvTransposeGrad", "SplitTraining", "LSTMGrad", "GRUGrad",
+    "SimplifiedLayerNormalizationGrad",
 }
 ORT_OPTIMIZER_OPS = {"AdamOptimizer", "SGDOptimizer", "AdamWOptimizer", "SGDOptimizerV2"}
 
@@ -126,6 +127,8 @@ def statistics_read_only_by_gradient(imp: Any, node: Any) -> bool:
 # Standard ops whose first output has the first input's shape and type; ONNX shape inference
 # leaves some of them unshaped (BatchNormalization in training mode).
 SHAPE_PRESERVING = {"BatchNormalization", "LayerNormalization", "Dropout", "Identity"}
+# ORT's own ops that it writes in the standard domain
+ORT_STANDARD_DOMAIN = {"SimplifiedLayerNormalization"}
 
 
 def add_missing_shapes(graph: Any) -> int:
@@ -143,7 +146,8 @@ def add_missing_shapes(graph: Any) -> int:
                   for t in graph.initializer})
     added = 0
     for node in graph.node:
-        if node.domain not in ("com.microsoft",) and not (node.domain in ("", "ai.onnx") and node.op_type in SHAPE_PRESERVING):
+        if node.domain not in ("com.microsoft",) and not (
+                node.domain in ("", "ai.onnx") and node.op_type in SHAPE_PRESERVING | ORT_STANDARD_DOMAIN):
             continue
         for i, out in enumerate(node.output):
             if not out or out in known:
@@ -171,11 +175,20 @@ MIRRORS = {
 
 
 def _shape_source(node: Any, output_index: int, known: dict[str, Any]) -> Any:
-    from onnx import helper
+    from onnx import TensorProto, helper
 
     out = node.output[output_index]
     if node.op_type in SHAPE_PRESERVING and node.domain in ("", "ai.onnx"):
         return known.get(node.input[0]) if output_index == 0 else None
+    if node.op_type == "SimplifiedLayerNormalization":  # Y, then inv_std_var: the normalized axes kept as 1
+        x = known.get(node.input[0])
+        if x is None or output_index > 1:
+            return None
+        if output_index == 0:
+            return x
+        dims = [d.dim_value for d in x.type.tensor_type.shape.dim]
+        axis = next((a.i for a in node.attribute if a.name == "axis"), -1) % len(dims)
+        return helper.make_tensor_value_info(out, TensorProto.FLOAT, dims[:axis] + [1] * (len(dims) - axis))
     # ORT names a gradient `<tensor>_grad`, and the partial gradients it sums `<tensor>_grad_<i>`
     match = _GRAD_NAME.match(out)
     if match and match.group(1) in known:

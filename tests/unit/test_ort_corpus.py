@@ -8,7 +8,7 @@ Each training graph is compared with MONET's own step for the forward export it 
 - backward matrix-product/convolution FLOPs are equal (ORT and `autodiff` compute the same
   products: dX and dW of every layer that needs them);
 - element-wise ("other") FLOPs differ only by how each writes the rest: ORT fuses a decomposed
-  LayerNorm into one op (forward), accumulates every gradient into its buffer (one addition per
+  LayerNorm or RMSNorm into one op, accumulates every gradient into its buffer (one addition per
   trained parameter, counted in ORT's backward), writes ReLU6's gradient as five compare/logic
   ops and recomputes SiLU's sigmoid in its gradient; the bounds below hold those differences.
 """
@@ -111,8 +111,8 @@ def test_training_graph_reports_as_imported(arch):
 def test_forward_flops_match_the_forward_export(arch):
     ort, ours = flops(ort_step(arch))["forward"], flops(monet_step(arch))["forward"]
     assert ort["matmul_conv"] == ours["matmul_conv"] > 0
-    # equal, or fewer where ORT fused a decomposed LayerNorm into one op
-    assert 0.75 * ours["other"] <= ort["other"] <= ours["other"]
+    # equal, or fewer where ORT fused a decomposed LayerNorm or RMSNorm into one op
+    assert 0.7 * ours["other"] <= ort["other"] <= ours["other"]
 
 
 @pytest.mark.parametrize("arch", IMPORTED)

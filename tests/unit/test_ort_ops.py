@@ -229,6 +229,40 @@ def test_layer_norm_statistics_read_by_its_gradient_import():
     assert "the statistics output 'mean' is used" in refusal(m)
 
 
+def test_simplified_layer_norm_and_its_gradient_from_the_saved_statistic():
+    """ORT's RMSNorm fusion: y = x / sqrt(mean(x^2) + eps) * scale, its gradient reading the saved
+    inverse root mean square."""
+    fwd = helper.make_node("SimplifiedLayerNormalization", ["x", "s"], ["y", "inv"], axis=-1, epsilon=1e-6,
+                           name="/norm/SimplifiedLayerNormFusion/")
+    bwd = helper.make_node("SimplifiedLayerNormalizationGrad", ["dy", "x", "s", "inv"], ["dx", "ds"],
+                           domain="com.microsoft", axis=-1, epsilon=1e-6,
+                           name="/norm/SimplifiedLayerNormFusion/_Grad/SimplifiedLayerNormalizationGrad_0")
+    shape = [2, 3, 8]
+    m = model([fwd, bwd], [vi("x", F, shape), vi("s", F, [8]), vi("dy", F, shape)],
+              [vi("y", F, shape), vi("dx", F, shape), vi("ds", F, [8])])
+    module = imported(m)
+    x, s, dy = (RNG.standard_normal(d).astype(np.float32) for d in (shape, [8], shape))
+    y, dx, ds = run(module, x, s, dy)
+    r = 1 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+    np.testing.assert_allclose(y, x * r * s, rtol=1e-5, atol=1e-6)
+    # the gradient of sum(y * dy), by central differences on x and s
+    def loss(xv, sv):
+        rv = 1 / np.sqrt((xv.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6)
+        return float(np.sum(xv * rv * sv * dy))
+
+    eps, numeric_dx = 1e-3, np.zeros_like(x, dtype=np.float64)
+    for i in np.ndindex(*shape):
+        up, down = x.astype(np.float64), x.astype(np.float64)
+        up[i] += eps
+        down[i] -= eps
+        numeric_dx[i] = (loss(up, s) - loss(down, s)) / (2 * eps)
+    np.testing.assert_allclose(dx, numeric_dx, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(ds, (dy * x * r).sum(axis=(0, 1)), rtol=1e-5, atol=1e-5)
+    # the mean of squares is reduced once, in the forward pass: the gradient reads the saved r
+    reduce_means = [op for op in compute_ops(step_function(module)) if op.name == "nn.reduce_mean"]
+    assert len(reduce_means) == 2  # mean(x^2) forward, mean(g * x̂) backward
+
+
 def test_accumulator_v2_with_its_overwrite_flag():
     node = helper.make_node("InPlaceAccumulatorV2", ["p_grad.accumulation.buffer", "p_grad", "lazy_reset_grad"],
                             ["p_grad.accumulation.out"], domain="com.microsoft", name="GradientAccumulator0")

@@ -113,6 +113,12 @@ def architectures():
     yield "lstm_lm", lambda: _recurrent(nn.LSTM), tokens(2, 8), (17,), {}
     yield "gru_lm", lambda: _recurrent(nn.GRU), tokens(2, 8), (15,), {}
     yield "unet", _unet, image(2, 3, 16), (17,), {}
+    yield "llama_style", _llama, tokens(), (17, 16), {}
+    yield "t5_encoder", _t5_encoder, tokens(), (17, 16), {}
+    yield "convnext", lambda: tv.convnext.ConvNeXt(
+        [tv.convnext.CNBlockConfig(16, 32, 1), tv.convnext.CNBlockConfig(32, None, 1)], num_classes=nc), \
+        image(2, 3, 16), (17, 16), {}
+    yield "gn_unet", _gn_unet, image(2, 3, 16), (17,), {}
 
 
 def _mlp():
@@ -224,6 +230,102 @@ def _recurrent(cell):
             return self.head(out)
 
     return Recurrent()
+
+
+def _llama():
+    """A Llama-style decoder layer in plain torch: RMSNorm, rotary position embeddings (halves
+    rotated with a registered cos/sin table), causal attention, a SwiGLU MLP, an LM head."""
+    import torch
+    from torch import nn
+
+    d, heads, vocab, ctx = 32, 2, 100, 16
+    hd = d // heads
+
+    class RMSNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(d))
+
+        def forward(self, x):
+            return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+    def rotate(x, cos, sin):
+        x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+        return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+    class Llama(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, d)
+            self.norm1, self.norm2, self.norm = RMSNorm(), RMSNorm(), RMSNorm()
+            self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+            self.gate, self.up = nn.Linear(d, 64, bias=False), nn.Linear(d, 64, bias=False)
+            self.down = nn.Linear(64, d, bias=False)
+            self.head = nn.Linear(d, vocab, bias=False)
+            inv = 1.0 / (10000 ** (torch.arange(0, hd, 2).float() / hd))
+            angles = torch.outer(torch.arange(ctx).float(), inv)
+            angles = torch.cat([angles, angles], dim=-1)
+            self.register_buffer("cos", angles.cos())
+            self.register_buffer("sin", angles.sin())
+            self.register_buffer("mask", torch.tril(torch.ones(ctx, ctx)).view(1, 1, ctx, ctx))
+
+        def forward(self, ids):
+            b, t = ids.shape
+            x = self.embed(ids)
+            h = self.norm1(x)
+            q, k, v = (z(h).view(b, t, heads, hd).transpose(1, 2) for z in (self.q, self.k, self.v))
+            cos, sin = self.cos[:t], self.sin[:t]
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            att = (q @ k.transpose(-2, -1)) / hd ** 0.5
+            att = torch.softmax(att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf")), dim=-1)
+            x = x + self.o((att @ v).transpose(1, 2).reshape(b, t, d))
+            h = self.norm2(x)
+            x = x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+            return self.head(self.norm(x))
+
+    return Llama()
+
+
+def _t5_encoder():
+    import transformers as hf
+
+    config = hf.T5Config(d_model=32, d_kv=16, d_ff=64, num_layers=1, num_heads=2, vocab_size=100)
+    config._attn_implementation = "eager"
+    return FirstOutput(hf.T5EncoderModel(config))
+
+
+def _gn_unet():
+    """GroupNorm, SiLU, residual blocks and nearest upsampling (a diffusion UNet's pieces),
+    per-pixel classes channels-last as in `_unet`."""
+    import torch
+    from torch import nn
+
+    class Res(nn.Module):
+        def __init__(self, i, o):
+            super().__init__()
+            self.n1, self.c1 = nn.GroupNorm(2, i), nn.Conv2d(i, o, 3, padding=1)
+            self.n2, self.c2 = nn.GroupNorm(2, o), nn.Conv2d(o, o, 3, padding=1)
+            self.skip = nn.Conv2d(i, o, 1) if i != o else nn.Identity()
+
+        def forward(self, x):
+            h = self.c1(nn.functional.silu(self.n1(x)))
+            return self.skip(x) + self.c2(nn.functional.silu(self.n2(h)))
+
+    class GNUNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = nn.Conv2d(3, 8, 3, padding=1)
+            self.down = Res(8, 16)
+            self.up = Res(24, 8)
+            self.out = nn.Conv2d(8, 5, 1)
+
+        def forward(self, x):
+            a = self.inp(x)
+            b = self.down(nn.functional.avg_pool2d(a, 2))
+            u = nn.functional.interpolate(b, scale_factor=2.0, mode="nearest")
+            return self.out(self.up(torch.cat([u, a], dim=1))).permute(0, 2, 3, 1)
+
+    return GNUNet()
 
 
 def _unet():
