@@ -56,6 +56,11 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def kind_of(node: Any) -> str:
+    """LSTM or GRU (ONNX Runtime's LSTMTraining/GRUTraining are the same forward op)."""
+    return node.op_type.removesuffix("Training")
+
+
 def _check_attributes(node: Any) -> str:
     direction = _text(attr(node, "direction", "forward"))
     if direction not in ("forward", "reverse"):
@@ -67,12 +72,12 @@ def _check_attributes(node: Any) -> str:
     if attr(node, "input_forget", 0):
         raise Unsupported("input_forget = 1 is not modelled")
     activations = attr(node, "activations")
-    if activations is not None and [_text(a) for a in activations] != DEFAULT_ACTIVATIONS[node.op_type]:
+    if activations is not None and [_text(a) for a in activations] != DEFAULT_ACTIVATIONS[kind_of(node)]:
         raise Unsupported(f"activations {[_text(a) for a in activations]} are not modelled "
-                          f"(the default {DEFAULT_ACTIVATIONS[node.op_type]} is)")
+                          f"(the default {DEFAULT_ACTIVATIONS[kind_of(node)]} is)")
     if opt_input(node, 4) is not None:
         raise Unsupported("sequence_lens (input 4) is not modelled")
-    if node.op_type == "LSTM" and opt_input(node, 7) is not None:
+    if kind_of(node) == "LSTM" and opt_input(node, 7) is not None:
         raise Unsupported("peepholes (input 7, P) are not modelled")
     return direction
 
@@ -100,6 +105,15 @@ def _initial(imp: Any, node: Any, s: _Steps, i: int, batch: int, hidden: int) ->
 
 @converts("LSTM", "GRU")
 def convert_recurrent(imp: Any, node: Any) -> None:
+    unroll(imp, node)
+
+
+def unroll(imp: Any, node: Any) -> dict[str, Any]:
+    """Emit the unrolled steps of an LSTM/GRU node and bind its outputs; returns what the steps
+    computed (for ONNX Runtime's LSTMGrad/GRUGrad, which read the forward's saved gates):
+    `steps` (one dict of SSA values per step, in the order computed), the reshaped operands
+    `x`, `w`, `r` and `rb` (GRU's recurrent bias), and the sizes."""
+    kind = kind_of(node)
     direction = _check_attributes(node)
     x = imp.value(node.input[0])
     shape = list(x.type.get_shape())  # type: ignore[attr-defined]
@@ -107,7 +121,7 @@ def convert_recurrent(imp: Any, node: Any) -> None:
         raise Unsupported(f"input X of rank {len(shape)}: (seq_length, batch, input_size) expected")
     steps_n, batch, _ = shape
     hidden = int(attr(node, "hidden_size"))
-    gates = 4 if node.op_type == "LSTM" else 3
+    gates = 4 if kind == "LSTM" else 3
     elem = x.type.get_element_type()  # type: ignore[attr-defined]
     s = _Steps(imp, node, elem)
     w = imp.value(node.input[1])
@@ -124,38 +138,46 @@ def convert_recurrent(imp: Any, node: Any) -> None:
     # the input projection of all steps at once, then one slice per step
     xw = s.matmul_t(x, w, [steps_n, batch, gates * hidden])
     if wb is not None:
-        xw = s.op(nn.AddOp, [xw, wb if node.op_type == "GRU" else s.op(nn.AddOp, [wb, rb], [gates * hidden])],
+        xw = s.op(nn.AddOp, [xw, wb if kind == "GRU" else s.op(nn.AddOp, [wb, rb], [gates * hidden])],
                   [steps_n, batch, gates * hidden])
-        if node.op_type == "LSTM":
+        if kind == "LSTM":
             rb = None  # folded into the input projection
     per_step = s.split(xw, 0, [[1, batch, gates * hidden]] * steps_n) if steps_n > 1 else [xw]
     h = _initial(imp, node, s, 5, batch, hidden)
-    c = _initial(imp, node, s, 6, batch, hidden) if node.op_type == "LSTM" else None
+    c = _initial(imp, node, s, 6, batch, hidden) if kind == "LSTM" else None
     order = range(steps_n) if direction == "forward" else range(steps_n - 1, -1, -1)
     outputs: dict[int, SSAValue] = {}
-    step = _lstm_step if node.op_type == "LSTM" else _gru_step
+    step = _lstm_step if kind == "LSTM" else _gru_step
+    steps: list[dict[str, Any]] = []
     for t in order:
         xt = s.reshape(per_step[t], [batch, gates * hidden])
-        h, c = step(s, node, xt, h, c, r, rb, batch, hidden)
+        saved: dict[str, Any] = {"t": t, "h_prev": h, "c_prev": c}
+        h, c = step(s, node, xt, h, c, r, rb, batch, hidden, saved)
+        steps.append(saved)
         outputs[t] = h
     _bind_outputs(imp, node, s, outputs, h, c, steps_n, batch, hidden)
+    return {"steps": steps, "x": x, "w": w, "r": r, "rb": rb, "has_bias": wb is not None, "batch": batch,
+            "hidden": hidden, "steps_n": steps_n, "elem": elem}
 
 
-def _lstm_step(s: _Steps, node: Any, xt, h, c, r, rb, batch: int, hidden: int):
+def _lstm_step(s: _Steps, node: Any, xt, h, c, r, rb, batch: int, hidden: int, saved: dict):
     bh = [batch, hidden]
     pre = xt if h is None else s.op(nn.AddOp, [xt, s.matmul_t(h, r, [batch, 4 * hidden])], [batch, 4 * hidden])
     gi, go, gf, gc = s.split(pre, 1, [bh] * 4)  # ONNX's gate order: input, output, forget, cell
     i, o = s.op(nn.SigmoidOp, [gi], bh), s.op(nn.SigmoidOp, [go], bh)
     cand = s.op(nn.TanhOp, [gc], bh)
     c_new = s.op(nn.MulOp, [i, cand], bh)
+    f = None
     if c is not None:
         f = s.op(nn.SigmoidOp, [gf], bh)
         c_new = s.op(nn.AddOp, [s.op(nn.MulOp, [f, c], bh), c_new], bh)
-    h_new = s.op(nn.MulOp, [o, s.op(nn.TanhOp, [c_new], bh)], bh)
+    tanh_c = s.op(nn.TanhOp, [c_new], bh)
+    h_new = s.op(nn.MulOp, [o, tanh_c], bh)
+    saved.update(i=i, o=o, f=f, cand=cand, tanh_c=tanh_c)
     return h_new, c_new
 
 
-def _gru_step(s: _Steps, node: Any, xt, h, c, r, rb, batch: int, hidden: int):
+def _gru_step(s: _Steps, node: Any, xt, h, c, r, rb, batch: int, hidden: int, saved: dict):
     bh = [batch, hidden]
     xz, xr, xh = s.split(xt, 1, [bh] * 3)  # ONNX's gate order: update, reset, hidden
     linear_before_reset = bool(attr(node, "linear_before_reset", 0))
@@ -166,13 +188,17 @@ def _gru_step(s: _Steps, node: Any, xt, h, c, r, rb, batch: int, hidden: int):
             # r ⊙ (0·Rhᵀ + Rbh) when linear before reset, (r ⊙ 0)·Rhᵀ + Rbh otherwise
             inner = bhh
             if linear_before_reset:
-                inner = s.op(nn.MulOp, [s.op(nn.SigmoidOp, [s.op(nn.AddOp, [xr, br], bh)], bh), bhh], bh)
+                rg = s.op(nn.SigmoidOp, [s.op(nn.AddOp, [xr, br], bh)], bh)
+                saved.update(rg=rg, hh=bhh)
+                inner = s.op(nn.MulOp, [rg, bhh], bh)
             xh = s.op(nn.AddOp, [xh, inner], bh)
         else:
             z = s.op(nn.SigmoidOp, [xz], bh)
         cand = s.op(nn.TanhOp, [xh], bh)
+        saved.update(z=z, cand=cand)
         return s.op(nn.SubOp, [cand, s.op(nn.MulOp, [z, cand], bh)], bh), None  # (1 - z) ⊙ h̃
     rz_r, r_h = s.split(r, 0, [[2 * hidden, hidden], [hidden, hidden]])
+    saved.update(rz_r=rz_r, r_h=r_h)
     hr = s.matmul_t(h, rz_r, [batch, 2 * hidden])
     if rb is not None:
         bzr, bhh = s.split(rb, 0, [[2 * hidden], [hidden]])
@@ -185,11 +211,15 @@ def _gru_step(s: _Steps, node: Any, xt, h, c, r, rb, batch: int, hidden: int):
         if rb is not None:
             hh = s.op(nn.AddOp, [hh, bhh], bh)
         inner = s.op(nn.MulOp, [rg, hh], bh)
+        saved.update(hh=hh)
     else:
-        inner = s.matmul_t(s.op(nn.MulOp, [rg, h], bh), r_h, bh)
+        rh = s.op(nn.MulOp, [rg, h], bh)
+        inner = s.matmul_t(rh, r_h, bh)
         if rb is not None:
             inner = s.op(nn.AddOp, [inner, bhh], bh)
+        saved.update(rh=rh)
     cand = s.op(nn.TanhOp, [s.op(nn.AddOp, [xh, inner], bh)], bh)
+    saved.update(z=z, rg=rg, cand=cand)
     # (1 - z) ⊙ h̃ + z ⊙ h = h̃ + z ⊙ (h - h̃)
     return s.op(nn.AddOp, [cand, s.op(nn.MulOp, [z, s.op(nn.SubOp, [h, cand], bh)], bh)], bh), None
 
@@ -206,5 +236,5 @@ def _bind_outputs(imp: Any, node: Any, s: _Steps, outputs: dict[int, SSAValue], 
         imp.bind(y_name, y)
     if yh_name and imp_uses(imp, yh_name):
         imp.bind(yh_name, s.reshape(h, [1, batch, hidden]))
-    if yc_name and node.op_type == "LSTM" and imp_uses(imp, yc_name):
+    if yc_name and kind_of(node) == "LSTM" and imp_uses(imp, yc_name):
         imp.bind(yc_name, s.reshape(c, [1, batch, hidden]))

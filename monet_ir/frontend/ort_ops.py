@@ -28,9 +28,13 @@ orttraining/core/graph/training_op_defs.cc and the gradient builders that emit t
   `BatchNormalizationGrad`, which `grad.batch_norm` models from the input (the running
   statistics' update does not feed the loss; any other reader is refused).
 
-The fused recurrent ops `LSTMTraining`/`GRUTraining` and their gradients are refused naming the
-node: their backward through every step has no mapping (MONET's own import unrolls LSTM and
-GRU and differentiates the steps; import the forward export for that).
+- `LSTMTraining`/`GRUTraining`: the forward LSTM/GRU unrolled as `onnx_recurrent` unrolls ONNX's;
+  their extra outputs (the gates and cell states ORT saves) are the unrolled steps' values, read
+  only by `LSTMGrad`/`GRUGrad`, which run backward through the same steps from those saved
+  values (no recomputation, as ORT's kernels): per step the gates' pre-activation gradients,
+  dh of the previous step and the step's recurrent-weight term, then dX and dW of the input
+  projection of all steps at once and dB as sums. GRUGrad with linear_before_reset = 0 and
+  gradients of the initial states are refused naming the node.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from dialects import grad, nn
 from dialects.base import bool_attr, float_attr, int_attr, ints_attr
 from monet_ir.frontend.attrs import attr, node_name
 from monet_ir.frontend.onnx_ops import (
+    InputFailed,
     Unsupported,
     conv_geometry,
     const_float,
@@ -268,9 +273,207 @@ def _rms_types(t: TensorType, axis: int) -> tuple[TensorType, TensorType, list[i
     return t, reduced, list(range(axis, rank))
 
 
-@converts("LSTMTraining", "GRUTraining", "LSTMGrad", "GRUGrad", domain=MS)
+@converts("LSTMTraining", "GRUTraining", domain=MS)
 def convert_recurrent_training(imp: Any, node: Any) -> None:
-    raise Unsupported(
-        f"ORT's fused recurrent {node.op_type} is not modelled: its backward through every step has no "
-        "mapping onto MONET's ops (import the forward export: MONET unrolls LSTM/GRU and differentiates the steps)"
-    )
+    """The forward LSTM/GRU, unrolled as ONNX's (`onnx_recurrent`); its extra outputs (LSTM's
+    all_cell_states and iofc gates, GRU's zrh gates) are the steps' saved values, which only
+    the gradient op may read: it reads them from the unrolled steps."""
+    from monet_ir.frontend.onnx_recurrent import unroll
+
+    lstm = node.op_type == "LSTMTraining"
+    saved = [o for o in node.output[3:5] if o] if lstm else [o for o in node.output[2:3] if o]
+    grad_op = "LSTMGrad" if lstm else "GRUGrad"
+    for name in saved:
+        _only_read_by(imp, name, grad_op, "saved gates")
+    record = unroll(imp, node)
+    if not hasattr(imp, "ort_recurrent"):
+        imp.ort_recurrent = {}
+    for name in saved:
+        imp.ort_recurrent[name] = record
+
+
+def _recorded(imp: Any, node: Any, index: int) -> dict[str, Any]:
+    name = opt_input(node, index)
+    record = getattr(imp, "ort_recurrent", {}).get(name) if name else None
+    if record is None:
+        known = imp.known(name) if name else None
+        if known is not None and known.ssa is None and known.const is None:
+            raise InputFailed(f"input '{name}' comes from a node that could not be imported")
+        raise Unsupported(f"input {index} ('{name}') is not the saved gates of an LSTMTraining/GRUTraining node")
+    return record
+
+
+def _recurrent_grad_steps(imp: Any, node: Any, record: dict[str, Any], dy_index: int) -> tuple[Any, list[Any]]:
+    """The _Steps emitter and the incoming gradient of every step's hidden state, from the
+    gradient of Y (seq_length, 1, batch, hidden)."""
+    from monet_ir.frontend.onnx_recurrent import _Steps
+
+    s = _Steps(imp, node, record["elem"])
+    name = opt_input(node, dy_index)
+    if name is None:
+        raise Unsupported(f"{node.op_type} without the gradient of Y (input {dy_index}) is not modelled")
+    n, b, h = record["steps_n"], record["batch"], record["hidden"]
+    dy = imp.value(name)
+    pieces = s.split(dy, 0, [[1, 1, b, h]] * n) if n > 1 else [dy]
+    return s, [s.reshape(p, [b, h]) for p in pieces]
+
+
+def _input_side_grads(imp: Any, node: Any, s: Any, record: dict[str, Any], dpre: dict[int, Any], gates: int) -> Any:
+    """dX, dW (and the input bias gradient, returned) from the pre-activation gradients of the
+    input projection `X · Wᵀ` of all steps; binds outputs 0 and 1."""
+    n, b, h = record["steps_n"], record["batch"], record["hidden"]
+    pieces = [s.reshape(dpre[t], [1, b, gates * h]) for t in range(n)]
+    dxw = pieces[0] if n == 1 else emit(imp, node, nn.ConcatOp, [pieces], [TensorType(record["elem"], [n, b, gates * h])],
+                                        {"axis": int_attr(0)}, outputs=[]).results[0]
+    x, w = record["x"], record["w"]
+    outs = list(node.output) + [""] * 6
+    if outs[0]:
+        dx = s.op(grad.MatMulLhsGradOp, [dxw, w], list(x.type.get_shape()), {"trans_b": bool_attr(True)})
+        imp.bind(outs[0], s.reshape(dx, list(imp.result_type(outs[0]).get_shape())))
+    if outs[1]:
+        dw = s.op(grad.MatMulRhsGradOp, [dxw, x], list(w.type.get_shape()), {"trans_b": bool_attr(True)})
+        imp.bind(outs[1], s.reshape(dw, list(imp.result_type(outs[1]).get_shape())))
+    return s.op(nn.ReduceSumOp, [dxw], [gates * h], {"axes": ints_attr([0, 1]), "keepdims": bool_attr(False)})
+
+
+def _sum(s: Any, terms: list[Any], shape: list[int]) -> Any:
+    if len(terms) == 1:
+        return terms[0]
+    return emit(s.imp, s.node, nn.SumOp, [terms], [TensorType(s.elem, shape)], outputs=[]).results[0]
+
+
+def _zeros(imp: Any, node: Any, elem: Any, shape: list[int]) -> Any:
+    import numpy as np
+
+    from monet_ir.types import numpy_dtype_of
+
+    return imp.materialize(f"{node_name(node)}/zero", np.zeros(shape, numpy_dtype_of(elem)), TensorType(elem, shape))
+
+
+def _no_initial_state_grads(node: Any, first: int) -> None:
+    for i, out in enumerate(node.output[first:], start=first):
+        if out:
+            raise Unsupported(f"the gradient of an initial state (output {i}, '{out}') is not modelled")
+
+
+@converts("LSTMGrad", domain=MS)
+def convert_lstm_grad(imp: Any, node: Any) -> None:
+    """Backward through the unrolled LSTM steps, last step first, from the saved gates (the
+    ops `autodiff` derives for the same steps): per step the gate pre-activation gradients
+    (sigmoid/tanh gradients of dh and dc), dh of the previous step (`· R`) and that step's
+    `dR` term; then dX and dW from all steps at once and dB as the sum over steps and batch."""
+    record = _recorded(imp, node, 8)
+    _no_initial_state_grads(node, 4)
+    if opt_input(node, 11) is not None:
+        raise Unsupported("the gradient of Y_c (input 11) is not modelled")
+    s, dys = _recurrent_grad_steps(imp, node, record, 9)
+    b, h = record["batch"], record["hidden"]
+    bh = [b, h]
+    dh_next = dc_next = None
+    if opt_input(node, 10) is not None:  # the gradient of Y_h reaches the last step
+        dh_next = s.reshape(imp.value(node.input[10]), bh)
+    dpre: dict[int, Any] = {}
+    dr_terms: list[Any] = []
+    for saved in reversed(record["steps"]):
+        t = saved["t"]
+        dh = dys[t] if dh_next is None else s.op(nn.AddOp, [dys[t], dh_next], bh)
+        i, o, f, cand, tanh_c = (saved[k] for k in ("i", "o", "f", "cand", "tanh_c"))
+        dpo = s.op(grad.SigmoidGradOp, [s.op(nn.MulOp, [dh, tanh_c], bh), o], bh)
+        dc = s.op(grad.TanhGradOp, [s.op(nn.MulOp, [dh, o], bh), tanh_c], bh)
+        if dc_next is not None:
+            dc = s.op(nn.AddOp, [dc, dc_next], bh)
+        dpi = s.op(grad.SigmoidGradOp, [s.op(nn.MulOp, [dc, cand], bh), i], bh)
+        dpg = s.op(grad.TanhGradOp, [s.op(nn.MulOp, [dc, i], bh), cand], bh)
+        if f is not None:
+            dpf = s.op(grad.SigmoidGradOp, [s.op(nn.MulOp, [dc, saved["c_prev"]], bh), f], bh)
+            dc_next = s.op(nn.MulOp, [dc, f], bh)
+        else:  # a zero initial cell state: the forget gate multiplies nothing
+            dpf, dc_next = _zeros(imp, node, record["elem"], bh), None
+        gates = emit(imp, node, nn.ConcatOp, [[dpi, dpo, dpf, dpg]], [TensorType(record["elem"], [b, 4 * h])],
+                     {"axis": int_attr(1)}, outputs=[]).results[0]
+        dpre[t] = gates
+        h_prev = saved["h_prev"]
+        if h_prev is not None:
+            dr_terms.append(s.op(grad.MatMulRhsGradOp, [gates, h_prev], [4 * h, h], {"trans_b": bool_attr(True)}))
+            dh_next = s.op(grad.MatMulLhsGradOp, [gates, record["r"]], bh, {"trans_b": bool_attr(True)})
+        else:
+            dh_next = None
+    db = _input_side_grads(imp, node, s, record, dpre, 4)
+    outs = list(node.output) + [""] * 6
+    if outs[2]:
+        dr = _sum(s, dr_terms, [4 * h, h]) if dr_terms else _zeros(imp, node, record["elem"], [4 * h, h])
+        imp.bind(outs[2], s.reshape(dr, list(imp.result_type(outs[2]).get_shape())))
+    if outs[3]:  # W's and R's biases are added together: the same gradient
+        both = emit(imp, node, nn.ConcatOp, [[db, db]], [TensorType(record["elem"], [8 * h])], {"axis": int_attr(0)},
+                    outputs=[]).results[0]
+        imp.bind(outs[3], s.reshape(both, list(imp.result_type(outs[3]).get_shape())))
+
+
+@converts("GRUGrad", domain=MS)
+def convert_gru_grad(imp: Any, node: Any) -> None:
+    """Backward through the unrolled GRU steps (linear_before_reset = 1, PyTorch's), last step
+    first, from the saved gates: per step the update, reset and candidate pre-activation
+    gradients, dh of the previous step and that step's dR terms; then dX and dW from all steps
+    at once; dB the sums of the input-side and recurrent-side gradients."""
+    if not attr(node, "linear_before_reset", 0):
+        raise Unsupported("linear_before_reset = 0 is not modelled (PyTorch's GRU exports 1)")
+    record = _recorded(imp, node, 7)
+    _no_initial_state_grads(node, 4)
+    s, dys = _recurrent_grad_steps(imp, node, record, 8)
+    b, h = record["batch"], record["hidden"]
+    bh, elem = [b, h], record["elem"]
+    dh_next = s.reshape(imp.value(node.input[9]), bh) if opt_input(node, 9) is not None else None
+    dpre: dict[int, Any] = {}
+    recurrent_bias: list[Any] = []
+    drzr_terms: list[Any] = []
+    drh_terms: list[Any] = []
+    for saved in reversed(record["steps"]):
+        t = saved["t"]
+        dh = dys[t] if dh_next is None else s.op(nn.AddOp, [dys[t], dh_next], bh)
+        z, cand, h_prev = saved["z"], saved["cand"], saved["h_prev"]
+        # h' = cand + z * (h - cand)
+        if h_prev is not None:
+            dz = s.op(nn.MulOp, [dh, s.op(nn.SubOp, [h_prev, cand], bh)], bh)
+        else:
+            dz = s.op(nn.NegOp, [s.op(nn.MulOp, [dh, cand], bh)], bh)
+        dh_z = s.op(nn.MulOp, [dh, z], bh)
+        dpz = s.op(grad.SigmoidGradOp, [dz, z], bh)
+        dpn = s.op(grad.TanhGradOp, [s.op(nn.SubOp, [dh, dh_z], bh), cand], bh)
+        if "rg" in saved:  # cand = tanh(xh + r * hh)
+            rg, hh = saved["rg"], saved["hh"]
+            dpr = s.op(grad.SigmoidGradOp, [s.op(nn.MulOp, [dpn, hh], bh), rg], bh)
+            dhh = s.op(nn.MulOp, [dpn, rg], bh)
+        else:  # a zero initial state without a recurrent bias: no reset gate
+            dpr, dhh = _zeros(imp, node, elem, bh), None
+        dpre[t] = emit(imp, node, nn.ConcatOp, [[dpz, dpr, dpn]], [TensorType(elem, [b, 3 * h])], {"axis": int_attr(1)},
+                       outputs=[]).results[0]
+        recurrent_bias.append(emit(imp, node, nn.ConcatOp, [[dpz, dpr, dhh if dhh is not None else _zeros(imp, node, elem, bh)]],
+                                   [TensorType(elem, [b, 3 * h])], {"axis": int_attr(1)}, outputs=[]).results[0])
+        if h_prev is not None:
+            dzr = emit(imp, node, nn.ConcatOp, [[dpz, dpr]], [TensorType(elem, [b, 2 * h])], {"axis": int_attr(1)},
+                       outputs=[]).results[0]
+            drzr_terms.append(s.op(grad.MatMulRhsGradOp, [dzr, h_prev], [2 * h, h], {"trans_b": bool_attr(True)}))
+            drh_terms.append(s.op(grad.MatMulRhsGradOp, [dhh, h_prev], [h, h], {"trans_b": bool_attr(True)}))
+            through_zr = s.op(grad.MatMulLhsGradOp, [dzr, saved["rz_r"]], bh, {"trans_b": bool_attr(True)})
+            through_h = s.op(grad.MatMulLhsGradOp, [dhh, saved["r_h"]], bh, {"trans_b": bool_attr(True)})
+            dh_next = _sum(s, [dh_z, through_zr, through_h], bh)
+        else:
+            dh_next = None
+    dwb = _input_side_grads(imp, node, s, record, dpre, 3)
+    outs = list(node.output) + [""] * 6
+    if outs[2]:
+        if drzr_terms:
+            dr = emit(imp, node, nn.ConcatOp, [[_sum(s, drzr_terms, [2 * h, h]), _sum(s, drh_terms, [h, h])]],
+                      [TensorType(elem, [3 * h, h])], {"axis": int_attr(0)}, outputs=[]).results[0]
+        else:
+            dr = _zeros(imp, node, elem, [3 * h, h])
+        imp.bind(outs[2], s.reshape(dr, list(imp.result_type(outs[2]).get_shape())))
+    if outs[3]:
+        stacked = [s.reshape(v, [1, b, 3 * h]) for v in recurrent_bias]
+        rb = stacked[0] if len(stacked) == 1 else emit(imp, node, nn.ConcatOp, [stacked],
+                                                       [TensorType(elem, [len(stacked), b, 3 * h])],
+                                                       {"axis": int_attr(0)}, outputs=[]).results[0]
+        drb = s.op(nn.ReduceSumOp, [rb], [3 * h], {"axes": ints_attr([0, 1]), "keepdims": bool_attr(False)})
+        both = emit(imp, node, nn.ConcatOp, [[dwb, drb]], [TensorType(elem, [6 * h])], {"axis": int_attr(0)},
+                    outputs=[]).results[0]
+        imp.bind(outs[3], s.reshape(both, list(imp.result_type(outs[3]).get_shape())))

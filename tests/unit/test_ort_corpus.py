@@ -1,6 +1,7 @@
 """The ONNX Runtime training-graph corpus (tests/data/ort_corpus, made by its make_ort_corpus.py
 with onnxruntime-training's generate_artifacts): every training graph imports and `monet report`
-costs it as imported on a built-in target, or fails in one line naming the node (REFUSED).
+costs it as imported on a built-in target, or fails in one line naming the node (REFUSED, empty
+today).
 
 Each training graph is compared with MONET's own step for the forward export it was built from
 (`<arch>.forward.onnx`, imported with the parameters ORT does not train frozen, then `autodiff`):
@@ -26,11 +27,8 @@ MANIFEST = json.loads((CORPUS / "manifest.json").read_text())
 ARCHITECTURES = sorted(m["architecture"] for m in MANIFEST["models"])
 TARGET = "edge_npu"
 
-# architecture -> what the one-line error of its training graph says
-REFUSED = {
-    "lstm_lm": "(com.microsoft::LSTMTraining): ORT's fused recurrent LSTMTraining is not modelled",
-    "gru_lm": "(com.microsoft::GRUTraining): ORT's fused recurrent GRUTraining is not modelled",
-}
+# architecture -> what the one-line error of its training graph says (the README lists the same)
+REFUSED: dict[str, str] = {}
 IMPORTED = [a for a in ARCHITECTURES if a not in REFUSED]
 
 

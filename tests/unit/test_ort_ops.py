@@ -319,16 +319,94 @@ def test_pool_gradients_in_the_standard_domain():
     assert op_names(imported(m)) == ["nn.max_pool", "grad.max_pool", "grad.avg_pool"]
 
 
-def test_fused_recurrent_training_ops_are_refused_naming_the_node():
-    node = helper.make_node("LSTMTraining", ["x", "w", "r"], ["y", "yh", "yc", "all_c", "iofc"], domain="com.microsoft",
-                            hidden_size=2, name="/rnn/LSTM_training")
-    m = model([node], [vi("x", F, [3, 1, 2]), vi("w", F, [1, 8, 2]), vi("r", F, [1, 8, 2])],
-              [vi("y", F, [3, 1, 1, 2])])
-    message = refusal(m)
-    assert message.startswith("t.onnx: node '/rnn/LSTM_training' (com.microsoft::LSTMTraining): ORT's fused recurrent")
+def test_recurrent_training_refusals_name_the_node():
+    # the saved gates read by a node other than the gradient op have no value of their own
+    training, _ = recurrent_models("LSTM", False)
+    training.graph.node.append(helper.make_node("Neg", ["iofc"], ["n"], name="/Neg"))
+    message = refusal(training)
+    assert message.startswith("t.onnx: node '/rnn/LSTM_training' (com.microsoft::LSTMTraining): the saved gates "
+                              "output 'iofc' is read by node '/Neg'")
+    # GRU's other reset placement
+    training, _ = recurrent_models("GRU", False)
+    for n in training.graph.node:
+        for a in n.attribute:
+            if a.name == "linear_before_reset":
+                a.i = 0
+    message = refusal(training)
+    assert message == ("t.onnx: node '/rnn/GRU_training_Grad/GRUGrad_0' (com.microsoft::GRUGrad): "
+                       "linear_before_reset = 0 is not modelled (PyTorch's GRU exports 1)")
 
 
 def test_onnx_checker_accepts_the_standard_part_of_these_models():
     # the hand-written models above are valid ONNX where they use the standard domain
     onnx.checker.check_model(model([helper.make_node("LessOrEqual", ["a", "b"], ["m"])],
                                    [vi("a", F, [5]), vi("b", F, [])], [vi("m", B, [5])]))
+
+
+def recurrent_models(kind: str, with_initial: bool, steps=3, batch=2, size=3, hidden=2):
+    """An LSTMTraining/GRUTraining node and its gradient as generate_artifacts writes them (the
+    gradient reads the forward's saved gates), and the plain ONNX LSTM/GRU of the same inputs."""
+    gates = 4 if kind == "LSTM" else 3
+    names = ["x", "w", "r", "b", "", "h0"] + (["c0"] if kind == "LSTM" else [])
+    if not with_initial:
+        names = names[:4]
+    inputs = [vi("x", F, [steps, batch, size]), vi("w", F, [1, gates * hidden, size]),
+              vi("r", F, [1, gates * hidden, hidden]), vi("b", F, [1, 2 * gates * hidden])]
+    if with_initial:
+        inputs += [vi(n, F, [1, batch, hidden]) for n in names[5:]]
+    attrs = {"hidden_size": hidden, "direction": "forward"}
+    if kind == "GRU":
+        attrs["linear_before_reset"] = 1
+    y_shape = [steps, 1, batch, hidden]
+    if kind == "LSTM":
+        fwd = helper.make_node("LSTMTraining", names, ["y", "yh", "yc", "all_c", "iofc"], domain="com.microsoft",
+                               name="/rnn/LSTM_training", **attrs)
+        grad_inputs = ["x", "w", "r", "", names[5] if with_initial else "", names[6] if with_initial else "", "y",
+                       "all_c", "iofc", "dy", "", ""]
+        grad_outputs = ["dx", "dw", "dr", "db", "", ""]
+    else:
+        fwd = helper.make_node("GRUTraining", names, ["y", "yh", "zrh"], domain="com.microsoft",
+                               name="/rnn/GRU_training", **attrs)
+        grad_inputs = ["x", "w", "r", "b", "", names[5] if with_initial else "", "y", "zrh", "dy", ""]
+        grad_outputs = ["dx", "dw", "dr", "db", ""]
+    bwd = helper.make_node(f"{kind}Grad", grad_inputs, grad_outputs, domain="com.microsoft",
+                           name=f"/rnn/{kind}_training_Grad/{kind}Grad_0", **attrs)
+    outputs = [vi("y", F, y_shape), vi("dx", F, [steps, batch, size]), vi("dw", F, [1, gates * hidden, size]),
+               vi("dr", F, [1, gates * hidden, hidden]), vi("db", F, [1, 2 * gates * hidden])]
+    training = model([fwd, bwd], inputs + [vi("dy", F, y_shape)], outputs)
+    plain = model([helper.make_node(kind, names, ["y"], name="/rnn", **attrs)], inputs, [vi("y", F, y_shape)])
+    return training, plain
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("with_initial", [False, True])
+def test_recurrent_training_gradients_match_finite_differences(kind, with_initial):
+    training, plain = recurrent_models(kind, with_initial)
+    grads_module, forward_module = imported(training), imported(plain)
+    gates = 4 if kind == "LSTM" else 3
+    shapes = [(3, 2, 3), (1, gates * 2, 3), (1, gates * 2, 2), (1, 4 * gates)]
+    if with_initial:
+        shapes += [(1, 2, 2)] * (2 if kind == "LSTM" else 1)
+    args = [RNG.uniform(-1, 1, s).astype(np.float32) for s in shapes]
+    dy = RNG.uniform(-1, 1, (3, 1, 2, 2)).astype(np.float32)
+    y, dx, dw, dr, db = run(grads_module, *args, dy)
+    np.testing.assert_allclose(y, run(forward_module, *args)[0], rtol=1e-5, atol=1e-6)
+
+    def loss(values):
+        return float(np.sum(run(forward_module, *values)[0].astype(np.float64) * dy))
+
+    for k, analytic in enumerate([dx, dw, dr, db]):
+        numeric = np.zeros(shapes[k])
+        for i in np.ndindex(*shapes[k]):
+            up, down = [a.copy() for a in args], [a.copy() for a in args]
+            up[k][i] += 1e-2
+            down[k][i] -= 1e-2
+            numeric[i] = (loss(up) - loss(down)) / 2e-2
+        np.testing.assert_allclose(analytic, numeric, rtol=2e-2, atol=2e-3, err_msg=f"gradient of input {k}")
+    # the backward's products: one dX and one dW product over all steps, and per step after the
+    # first one product for dh and one for dR per recurrent weight block
+    names = op_names(grads_module)
+    blocks = 1 if kind == "LSTM" else 2
+    recurrent_steps = 3 if with_initial else 2
+    assert names.count("grad.matmul_lhs") == 1 + blocks * recurrent_steps
+    assert names.count("grad.matmul_rhs") == 1 + blocks * recurrent_steps
