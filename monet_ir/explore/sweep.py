@@ -248,6 +248,7 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
     from monet_ir.schedule.taskgraph import extract
     from targets import builtin_target_path
     from targets.precision_choice import PrecisionChoice
+    from targets.stream_legacy import is_list_system
 
     # a built-in target's name stands for its YAML, a ready template
     template_path = builtin_target_path(args.target_template) or args.target_template
@@ -260,6 +261,9 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
         raise UsageError(f"--target-template {args.target_template}: not valid YAML ({getattr(e, 'problem', e)})") from None
     if not isinstance(template, dict) or not isinstance(template.get("cores"), list):
         raise UsageError(f"--target-template {args.target_template}: expected a target in MONET's format (cores: a list)")
+    if is_list_system(template):  # Stream's 2024 systems list core files
+        raise UsageError(f"--target-template {args.target_template}: expected a target in MONET's format (cores: a "
+                         "list of core descriptions), got a Stream system (cores: a list of core files)")
     params = parameters(template, args.set)
     names = [p for p, _ in params]
     grid = list(designs(template, params))

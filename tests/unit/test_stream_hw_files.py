@@ -244,3 +244,10 @@ def test_2024_system_report_is_sensible(tmp_path):
     assert code == 0, err
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["latency_cycles"] > 0 and report["energy_breakdown_pj"]["compute"] > 0
+
+
+def test_sweep_refuses_a_2024_stream_system_as_a_template(tmp_path):
+    code, err = run_monet("sweep", str(MLP), "--target-template", str(OLD_2024), "--set", "graph.bandwidth=16,32",
+                          "--out", str(tmp_path), "--no-plots", "--jobs", "1")
+    assert code == 1 and "Traceback" not in err
+    assert "got a Stream system (cores: a list of core files)" in err
