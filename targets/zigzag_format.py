@@ -246,6 +246,7 @@ def read_zigzag_core(
         return None
     name = fields.text(data, "name", "", default=os.path.splitext(os.path.basename(file))[0])
     memories = []
+    _check_cacti(fields.mapping(data, "memories", "", required=False), problems)
     for mem_name, raw in fields.mapping(data, "memories", "").items():
         memory = read_memory(str(mem_name), raw, fields, join("memories", mem_name))
         if memory is not None:
@@ -294,6 +295,18 @@ def read_zigzag_core(
     return core
 
 
+def _check_cacti(memories: dict, problems: Problems) -> None:
+    """Memories whose access energies ZigZag takes from CACTI (``auto_cost_extraction: True``
+    without ``r_cost``/``w_cost``): one line for all of them, not a silent 0 pJ per access."""
+    cacti = [str(name) for name, raw in memories.items()
+             if isinstance(raw, dict) and raw.get("auto_cost_extraction") is True
+             and not ("r_cost" in raw and "w_cost" in raw)]
+    if cacti:
+        where = f"memories.{cacti[0]}" if len(cacti) == 1 else f"memories.{{{', '.join(cacti)}}}"
+        problems.add(f"{where}.auto_cost_extraction", "ZigZag takes the access energies from CACTI, which MONET "
+                     "does not have; give r_cost and w_cost (pJ per access)")
+
+
 def read_offchip(data: Any, file: str, problems: Problems) -> Dram | None:
     """The DRAM of a Stream ``offchip_core`` file: its (only or ``dram``) memory."""
     fields = Fields(problems)
@@ -301,6 +314,7 @@ def read_offchip(data: Any, file: str, problems: Problems) -> Dram | None:
     if not memories:
         return None
     name = "dram" if "dram" in memories else next(iter(memories))
+    _check_cacti({name: memories[name]}, problems)
     memory = read_memory(name, memories[name], fields, join("memories", name))
     if memory is None or not memory.ports:
         return None
@@ -585,7 +599,9 @@ def read_stream_system(
         if path is None:
             problems.add("offchip_core", f"core file {offchip!r} not found next to the system file or in cores/")
         else:
-            dram = read_offchip(load_yaml(path, problems), path, Problems(path))
+            offchip_problems = Problems(path)
+            dram = read_offchip(load_yaml(path, problems), path, offchip_problems)
+            problems.extend(offchip_problems)
     new_style = offchip_id is not None or any(isinstance(e, dict) for e in data.get("core_connectivity") or [])
     bandwidth = fields.number(data, "bandwidth", "", required=False, default=None if new_style else 32.0,
                               positive=True)

@@ -70,6 +70,25 @@ def test_a_missing_mac_energy_is_an_error_not_zero(tmp_path):
         get_target(str(path))
 
 
+def test_memories_priced_by_cacti_are_one_clear_error(tmp_path):
+    """ZigZag's generic_array_cacti.yaml of 2024 leaves r_cost/w_cost to CACTI
+    (auto_cost_extraction: true): one line naming those memories, not 0 pJ per access."""
+    import re
+
+    text = (DATA / "zigzag_hw" / "generic_array_cacti.yaml").read_text()
+    for name in ("rf_I", "sram_32MB"):
+        block = re.search(rf"  {name}:.*?\n\n", text, re.S).group(0)
+        text = text.replace(block, re.sub(r"    [rw]_cost: .*\n", "", block).replace(
+            "    size:", "    auto_cost_extraction: true\n    size:"))
+    path = tmp_path / "cacti.yaml"
+    path.write_text(text)
+    with pytest.raises(TargetError) as error:
+        get_target(str(path))
+    assert error.value.problems == (f"{path}: memories.{{rf_I, sram_32MB}}.auto_cost_extraction: ZigZag takes the "
+                                    "access energies from CACTI, which MONET does not have; give r_cost and w_cost "
+                                    "(pJ per access)",)
+
+
 def test_a_memory_only_file_is_not_a_target():
     with pytest.raises(TargetError, match="offchip.yaml: operational_array.sizes: this core has no compute units"):
         get_target(str(DATA / "stream_hw" / "cores" / "offchip.yaml"))

@@ -251,3 +251,20 @@ def test_sweep_refuses_a_2024_stream_system_as_a_template(tmp_path):
                           "--out", str(tmp_path), "--no-plots", "--jobs", "1")
     assert code == 1 and "Traceback" not in err
     assert "got a Stream system (cores: a list of core files)" in err
+
+
+def test_keys_monet_does_not_use_are_ignored(tmp_path):
+    """Stream keeps adding keys (core_coordinates, technology_node, memory_aliases, a core's
+    `type`, `utilization`...): a system that carries them, and ones Stream has not invented yet,
+    is the same target as without them."""
+    import yaml
+
+    source = NEW / "examples" / "hardware" / "tpu_like_quad_core.yaml"
+    data = yaml.safe_load(source.read_text())
+    data["cores"] = {k: str(source.parent / v) for k, v in data["cores"].items()}
+    plain = {k: v for k, v in data.items() if k != "core_coordinates"}
+    extra = {**data, "technology_node": "n3", "memory_aliases": [["0.sram_2MB", "1.sram_2MB"]],
+             "a_key_from_the_future": {"x": 1}}
+    (tmp_path / "plain.yaml").write_text(yaml.safe_dump(plain))
+    (tmp_path / "extra.yaml").write_text(yaml.safe_dump(extra))
+    assert get_target(str(tmp_path / "plain.yaml")) == get_target(str(tmp_path / "extra.yaml"))
