@@ -68,7 +68,7 @@ def _is_stream_system(data: dict) -> bool:
 
 
 def _is_zigzag_core(data: dict) -> bool:
-    return "memories" in data and ("operational_array" in data or "multipliers" in data)
+    return "memories" in data and ("operational_array" in data or "multipliers" in data or "imc" in data)
 
 
 def _is_stream_typed_core(data: dict) -> bool:

@@ -251,7 +251,8 @@ def read_zigzag_core(
         memory = read_memory(str(mem_name), raw, fields, join("memories", mem_name))
         if memory is not None:
             memories.append(memory)
-    array_key = "operational_array" if "operational_array" in data or "multipliers" not in data else "multipliers"
+    # ZigZag's array: `operational_array`, `multipliers` before 3.x, `imc` in its first IMC files
+    array_key = next((k for k in ("operational_array", "multipliers", "imc") if k in data), "operational_array")
     array_raw = fields.mapping(data, array_key, "")
     dim_names = fields.seq(array_raw, "dimensions", array_key)
     sizes = fields.seq(array_raw, "sizes", array_key)
@@ -266,9 +267,13 @@ def read_zigzag_core(
     energy_key = "multiplier_energy" if "unit_energy" not in array_raw and "multiplier_energy" in array_raw \
         else "unit_energy"
     computes = bool(sizes) and all(isinstance(size, int) and size > 0 for size in sizes)
-    imc = computes and isinstance(array_raw, dict) and energy_key not in array_raw and bool(array_raw.get("is_imc"))
+    imc_keys = ("is_imc", "imc_type", "adc_resolution", "bit_serial_precision")
+    imc = computes and isinstance(array_raw, dict) and energy_key not in array_raw and (
+        array_key == "imc" or any(array_raw.get(k) for k in imc_keys) or array_raw.get("type") in ("analog", "digital"))
     if imc:
-        problems.add(join(array_key, "is_imc"), f"an in-memory-computing array ({array_raw.get('imc_type', 'imc')}): "
+        flag = next((k for k in imc_keys if k in array_raw), "type" if "type" in array_raw else "")
+        imc_kind = array_raw.get("imc_type") or array_raw.get("type") or "in-memory"
+        problems.add(join(array_key, flag), f"an in-memory-computing array ({imc_kind}): "
                      "ZigZag derives its energy per MAC from its IMC macro model (ADCs, DACs, adder trees at "
                      f"28 nm), which MONET does not have; give {array_key}.unit_energy (pJ per MAC) to use this file")
     unit_energy = fields.number(array_raw, energy_key, array_key, required=computes and not imc, default=0.0)
@@ -355,7 +360,9 @@ def _search_stream_inputs(folder: str, name: str) -> str | None:
         return None
     root = os.sep.join(parts[: len(parts) - parts[::-1].index("inputs")])
     found = []
-    for here, dirs, files in os.walk(root):
+    for visited, (here, dirs, files) in enumerate(os.walk(root)):
+        if visited >= 2000:  # not Stream's input tree: do not walk a whole disk
+            return None
         dirs.sort()
         if "hardware" in here.split(os.sep) and name in files:
             found.append(os.path.join(here, name))
@@ -477,12 +484,15 @@ def _attach_memory_cores(cores: list[Core], core_ids: dict[int, int], memory_cor
     not the off-chip core: a scratchpad that several compute cores reach over a link or bus)
     becomes the outermost memory of every compute core a connection joins it to. MONET has no
     memory shared between cores, so each of the k cores gets 1/k of its capacity and of its
-    ports' bandwidth (the energy per bit stays the file's)."""
+    ports' bandwidth (the energy per bit stays the file's). One joined only to other memories or
+    to the off-chip core (a DMA tile on the way to DRAM) is left out: cores reach DRAM directly."""
     for memory_id, (memory_core, path) in memory_cores.items():
         sharers = sorted({core_ids[i] for ids in joined if memory_id in ids for i in ids if i in core_ids})
         where = f"cores[{memory_id}] ({os.path.basename(path)})"
         if not sharers:
-            problems.add(where, "a memory-only core that no connection joins to a compute core")
+            if not any(memory_id in ids for ids in joined):
+                problems.add(where, "a memory-only core that no connection joins to any core")
+            # else a DMA tile between memories (AIE's shim DMAs): no compute core keeps data in it
             continue
         if not memory_core.memories:
             problems.add(where, "a memory-only core without memories")

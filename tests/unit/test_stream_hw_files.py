@@ -166,7 +166,21 @@ def test_a_memory_core_joined_to_no_compute_core_is_an_error(tmp_path):
     with pytest.raises(TargetError) as error:
         get_target(str(path))
     assert error.value.problems == (f"{path}: cores[1] (tpu_v7_vmem.yaml): a memory-only core that no connection "
-                                    "joins to a compute core",)
+                                    "joins to any core",)
+
+
+def test_a_dma_tile_between_memories_is_left_out(tmp_path):
+    """A memory core joined only to another memory core and to DRAM (Stream's 2025-08 AIE arrays
+    in ZigZag form: shim DMA -> mem tile -> compute tiles) holds nothing a compute core uses: it
+    is left out, the memory core next to the compute core is attached to it."""
+    cores = NEW / "examples" / "hardware" / "cores"
+    path = tmp_path / "sys.yaml"
+    path.write_text(f"name: s\ncores:\n  0: {cores / 'tpu_like.yaml'}\n  1: {cores / 'tpu_v7_vmem.yaml'}\n"
+                    f"  2: {cores / 'tpu_v7_vmem.yaml'}\n  3: {cores / 'offchip.yaml'}\noffchip_core_id: 3\n"
+                    "core_connectivity:\n  - {type: link, cores: [0, 1], bandwidth: 64}\n"
+                    "  - {type: link, cores: [1, 2], bandwidth: 64}\n  - {type: link, cores: [2, 3], bandwidth: 64}\n")
+    (core,) = get_target(str(path)).cores
+    assert [m.name for m in core.memories][-1] == "vmem@1" and core.memories[-1].size_bits == 64 * 2**20 * 8
 
 
 # ------------------------------------------------------------------ Stream's files of 2024
