@@ -20,6 +20,7 @@ orttraining/core/graph/training_op_defs.cc and the gradient builders that emit t
   of dY;
 - `ConcatTraining` / `SplitTraining`: `nn.concat` / `nn.split`; the per-input lengths are known
   at import;
+- `SliceGrad(dY, shape, starts, ends, axes, steps)`: `grad.slice` (dY into zeros of the shape);
 - `SimplifiedLayerNormalization` (ORT's fusion of RMSNorm, in the standard domain) and its
   gradient: the element-wise ops and means of `x * r * scale`, `r = 1 / sqrt(mean(x^2) + eps)`,
   with `r` the saved statistic the gradient reads (`dX = r * (g - x̂ * mean(g * x̂))`,
@@ -189,6 +190,24 @@ def convert_split_training(imp: Any, node: Any) -> None:
         raise Unsupported(f"split sizes {sizes} differ from the outputs' lengths along axis {axis}")
     emit(imp, node, nn.SplitOp, [x], [types], {"axis": int_attr(axis)})
 
+
+@converts("SliceGrad", domain=MS)
+def convert_slice_grad(imp: Any, node: Any) -> None:
+    """dX: dY written into zeros of X's shape (input 1) at the slice's starts, ends, axes and
+    steps (inputs 2..5), as `grad.slice`."""
+    shape = const_ints(imp, node, 1, "shape")
+    starts, ends = const_ints(imp, node, 2, "starts"), const_ints(imp, node, 3, "ends")
+    axes, steps = const_ints(imp, node, 4, "axes"), const_ints(imp, node, 5, "steps")
+    if shape is None or starts is None or ends is None:
+        raise Unsupported("shape, starts and ends (inputs 1..3) are required")
+    dy = imp.value(node.input[0])
+    clamp = 2**62  # as the forward Slice: INT64_MAX means "to the end"
+    emit(imp, node, grad.SliceGradOp, [dy], [TensorType(dy.type.get_element_type(), shape)], {
+        "starts": ints_attr([max(min(v, clamp), -clamp) for v in starts]),
+        "ends": ints_attr([max(min(v, clamp), -clamp) for v in ends]),
+        "axes": ints_attr(axes) if axes is not None else None,
+        "steps": ints_attr(steps) if steps is not None else None,
+    })
 
 @converts("BatchNormInternal", domain=MS)
 def convert_batch_norm_internal(imp: Any, node: Any) -> None:

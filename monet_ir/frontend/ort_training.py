@@ -28,7 +28,7 @@ ORT_GRAD_OPS = {
     "LayerNormalizationGrad", "BatchNormalizationGrad", "GatherGrad", "InPlaceAccumulator",
     "InPlaceAccumulatorV2", "BiasGeluGrad_dX", "BiasFastGeluGrad_dX", "SigmoidGrad", "TanhGrad",
     "LeakyReluGrad", "DropoutGrad", "QuickGeluGrad", "ConvTransposeGrad", "SplitTraining", "LSTMGrad", "GRUGrad",
-    "SimplifiedLayerNormalizationGrad",
+    "SimplifiedLayerNormalizationGrad", "SliceGrad",
 }
 ORT_OPTIMIZER_OPS = {"AdamOptimizer", "SGDOptimizer", "AdamWOptimizer", "SGDOptimizerV2"}
 

@@ -192,6 +192,18 @@ def test_concat_training_lengths_feed_split_training():
     np.testing.assert_array_equal(db, dc[:, 3:])
 
 
+def test_slice_grad_writes_dy_into_zeros_of_the_input_shape():
+    inits = [helper.make_tensor(n, I64, [len(v)], v) for n, v in
+             (("shape", [2, 7]), ("starts", [1]), ("ends", [6]), ("axes", [1]), ("steps", [2]))]
+    node = helper.make_node("SliceGrad", ["dy", "shape", "starts", "ends", "axes", "steps"], ["dx"],
+                            domain="com.microsoft", name="/Slice_Grad/SliceGrad_0")
+    module = imported(model([node], [vi("dy", F, [2, 3])], [vi("dx", F, [2, 7])], inits))
+    assert op_names(module) == ["grad.slice"]
+    dy = RNG.standard_normal((2, 3)).astype(np.float32)
+    expected = np.zeros((2, 7), np.float32)
+    expected[:, 1:6:2] = dy
+    np.testing.assert_array_equal(run(module, dy)[0], expected)
+
 def batch_norm_internal_model(stat_reader: str):
     bn = helper.make_node("BatchNormInternal", ["x", "g", "b", "m", "v"], ["y", "rm", "rv", "sm", "sv"],
                           domain="com.microsoft", epsilon=1e-5, momentum=0.9, training_mode=1, name="/bn/BatchNormInternal")

@@ -119,6 +119,10 @@ def architectures():
         [tv.convnext.CNBlockConfig(16, 32, 1), tv.convnext.CNBlockConfig(32, None, 1)], num_classes=nc), \
         image(2, 3, 16), (17, 16), {}
     yield "gn_unet", _gn_unet, image(2, 3, 16), (17,), {}
+    yield "swin", lambda: tv.swin_transformer.SwinTransformer(
+        patch_size=[2, 2], embed_dim=16, depths=[2], num_heads=[2], window_size=[4, 4], stochastic_depth_prob=0.0,
+        num_classes=nc), image(2, 3, 16), (17, 16), {}
+    yield "deit", _deit, image(2, 3, 16), (17, 16), {}
 
 
 def _mlp():
@@ -292,6 +296,15 @@ def _t5_encoder():
     config = hf.T5Config(d_model=32, d_kv=16, d_ff=64, num_layers=1, num_heads=2, vocab_size=100)
     config._attn_implementation = "eager"
     return FirstOutput(hf.T5EncoderModel(config))
+
+
+def _deit():
+    import transformers as hf
+
+    config = hf.DeiTConfig(image_size=16, patch_size=8, num_labels=10, hidden_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, intermediate_size=64)
+    config._attn_implementation = "eager"
+    return FirstOutput(hf.DeiTForImageClassificationWithTeacher(config))
 
 
 def _gn_unet():
