@@ -109,8 +109,11 @@ def _single_core_target(data: dict, path: str, problems: Problems, precision: st
     if core is None:
         return None
     if core.array.units <= 0:
-        problems.add("operational_array.sizes", "this core has no compute units (an off-chip memory "
-                     "description, Stream's offchip_core?): it cannot be a target on its own")
+        kind = data.get("type") if isinstance(data.get("type"), str) else ""
+        what = (f"a {kind} core, a memory the compute cores of a Stream system share" if kind.endswith(".memory")
+                else "an off-chip memory description, Stream's offchip_core?")
+        problems.add("operational_array.sizes", f"this core has no compute units ({what}): it cannot be a target "
+                     "on its own")
         return None
     (core,) = cover_every_op([core])
     dram = _sibling_offchip(path, problems)

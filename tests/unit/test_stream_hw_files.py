@@ -282,3 +282,33 @@ def test_keys_monet_does_not_use_are_ignored(tmp_path):
     (tmp_path / "plain.yaml").write_text(yaml.safe_dump(plain))
     (tmp_path / "extra.yaml").write_text(yaml.safe_dump(extra))
     assert get_target(str(tmp_path / "plain.yaml")) == get_target(str(tmp_path / "extra.yaml"))
+
+
+# ------------------------------------------------------------------ every copied file
+
+COPIED = sorted([*(DATA / "stream_hw_2026").rglob("*.yaml"), *(DATA / "stream_hw_2024").rglob("*.yaml")])
+REFUSED = {  # file name -> what its one-line error says
+    "single_col.yaml": "aie2 tiles give only a memory",
+    "aie_tile.yaml": "an aie2 tile", "mem_tile_256KB.yaml": "an aie2 tile", "shim_dma.yaml": "an aie2 tile",
+    "offchip.yaml": "no compute units (an off-chip memory", "simba_offchip.yaml": "no compute units (an off-chip",
+    "fusemax_dram.yaml": "no compute units (an off-chip", "tpu_v7_hbm.yaml": "no compute units (an off-chip",
+    "tpu_v7_vmem.yaml": "no compute units (a zigzag.memory core",
+}
+
+
+@pytest.mark.parametrize("path", COPIED, ids=lambda p: str(p.relative_to(DATA)))
+def test_every_copied_file_loads_or_says_why_in_one_line(path):
+    """Every system and core file copied from Stream either loads with every core computing,
+    every memory holding something and every MAC costing energy, or is refused in one line
+    that names the file and what MONET cannot cost."""
+    if path.name in REFUSED:
+        with pytest.raises(TargetError) as error:
+            get_target(str(path))
+        (line,) = error.value.problems
+        assert line.startswith(f"{path}: ") and REFUSED[path.name] in line
+        return
+    target = get_target(str(path))
+    assert target.dram is not None or any(m.name == "dram" for c in target.cores for m in c.memories)
+    for core in target.cores:
+        assert core.array.units > 0 and core.memories and all(m.size_bits > 0 for m in core.memories)
+        assert core.precisions[0].energy_pj > 0 or core.kind != "mac_array"
