@@ -130,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--freeze", action="append", default=[], metavar="NAME", help=FREEZE_HELP)
     _plot_options(report, "in a second process (about a second of CPU)")
     report.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
-    sub.add_parser("targets", help="list the built-in targets")
+    targets_cmd = sub.add_parser("targets", help="list the built-in targets, or show what MONET reads from some")
+    targets_cmd.add_argument("target", nargs="*", help="built-in name or target file (ours, Stream's, ZigZag's): "
+                             "print its cores, memories, DRAM and links as MONET reads them")
     plan = sub.add_parser("plan", help="the fastest parallel plan (dp x tp x pp x ZeRO x micro-batches) that fits a system")
     plan.add_argument("model", help="ONNX model")
     plan.add_argument("--system", required=True, help="multi-chip system: built-in name or system YAML")
@@ -403,9 +405,16 @@ def _run_report(args: argparse.Namespace) -> None:
             plots.cancel()
 
 
-def run_targets() -> None:
+def run_targets(names: Sequence[str] = ()) -> None:
     from targets import list_builtin_targets
     from targets.system import get_system, list_builtin_systems
+
+    if names:
+        from targets import get_target
+        from targets.describe import describe_target
+
+        print("\n\n".join(describe_target(get_target(name)) for name in names))
+        return
 
     for name in list_builtin_targets():
         print(name)
@@ -441,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         from monet_ir.tools.parallel_plan import run_plan
 
         sys.exit(run_reporting_errors("monet", lambda: run_plan(args, Progress(enabled=True)), args.model))
-    work = (lambda: run_report(args)) if args.command == "report" else run_targets
+    work = (lambda: run_report(args)) if args.command == "report" else (lambda: run_targets(args.target))
     sys.exit(run_reporting_errors("monet", work, getattr(args, "model", "")))
 
 

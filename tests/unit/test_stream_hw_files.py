@@ -312,3 +312,20 @@ def test_every_copied_file_loads_or_says_why_in_one_line(path):
     for core in target.cores:
         assert core.array.units > 0 and core.memories and all(m.size_bits > 0 for m in core.memories)
         assert core.precisions[0].energy_pj > 0 or core.kind != "mac_array"
+
+
+def test_monet_targets_shows_what_was_read():
+    """`monet targets FILE` prints the cores, memories, DRAM and links MONET read, to check
+    against what the file's authors document; a file MONET cannot cost is the one-line error."""
+    from monet_ir.tools.monet import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_:
+        main(["targets", str(NEW / "examples" / "hardware" / "tpu_v7_ironwood.yaml"), "edge_npu"])
+    text = out.getvalue()
+    assert exit_.value.code == 0, err.getvalue()
+    assert "core0 tpu_v7_mxu#0: mac_array, 65536 units (D1=256 x D2=256), int8 0.02 pJ; runs loop_nest" in text
+    assert "vmem@9: 7.1 MiB, holds I/W/O" in text and "dram hbm3e: 384 GiB, 107345 bit/cycle" in text
+    assert "bus: cores 0, 1, 2, 3, 4, 5, 6, 7, 8, 416974 bit/cycle" in text and "\n\nedge_npu  (" in text
+    code, err = run_monet("targets", str(NEW / "aie" / "hardware" / "single_col.yaml"))
+    assert code == 1 and err.count("monet: error:") == 1 and "aie2 tiles" in err
