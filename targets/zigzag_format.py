@@ -530,7 +530,7 @@ def read_stream_system(
     offchip_id = None
     if "offchip_core_id" in data:
         offchip_id = fields.check_integer(data["offchip_core_id"], "offchip_core_id", -1)
-        if offchip_id >= 0 and offchip_id not in raw_cores:
+        if offchip_id >= 0 and offchip_id not in raw_cores and "offchip_core" not in data:
             problems.add("offchip_core_id", f"{offchip_id} is not a key of `cores`")
     cores: list[Core] = []
     core_files: list[str] = []
@@ -543,8 +543,8 @@ def read_stream_system(
     for position, (key, entry) in enumerate(raw_cores.items()):
         where = join("cores", key)
         core_id = fields.check_integer(key, where, position)
-        if core_id != position:
-            problems.add(where, f"core ids must be 0..N-1 in order, got {key!r} at position {position}")
+        if core_id in declared:
+            problems.add(where, f"core id {core_id} appears twice")
         declared.append(core_id)
         if isinstance(entry, dict):
             path, core_data = file, entry
@@ -612,6 +612,8 @@ def read_stream_system(
             offchip_problems = Problems(path)
             dram = read_offchip(load_yaml(path, problems), path, offchip_problems)
             problems.extend(offchip_problems)
+    if offchip_id is not None and offchip_id >= 0 and offchip_id not in declared:
+        declared.append(offchip_id)  # the id an `offchip_core` file takes (Stream's files of 2025-01..07)
     new_style = offchip_id is not None or any(isinstance(e, dict) for e in data.get("core_connectivity") or [])
     bandwidth = fields.number(data, "bandwidth", "", required=False, default=None if new_style else 32.0,
                               positive=True)

@@ -329,3 +329,16 @@ def test_monet_targets_shows_what_was_read():
     assert "bus: cores 0, 1, 2, 3, 4, 5, 6, 7, 8, 416974 bit/cycle" in text and "\n\nedge_npu  (" in text
     code, err = run_monet("targets", str(NEW / "aie" / "hardware" / "single_col.yaml"))
     assert code == 1 and err.count("monet: error:") == 1 and "aie2 tiles" in err
+
+
+def test_2025_offchip_file_with_an_id_and_ids_with_gaps(tmp_path):
+    """Stream's files of 2025-01..07 (`single_aie_col.yaml`) name the off-chip core by file and
+    give it an id, and number the other cores from 2: ids need only be distinct."""
+    cores = NEW / "examples" / "hardware" / "cores"
+    path = tmp_path / "sys.yaml"
+    path.write_text(f"name: s\ncores:\n  2: {cores / 'tpu_like.yaml'}\n  3: {cores / 'tpu_like.yaml'}\n"
+                    f"offchip_core: {cores / 'offchip.yaml'}\noffchip_core_id: 0\n"
+                    "core_connectivity: ['2, 3', '0, 2']\nbandwidth: 64\n")
+    target = get_target(str(path))
+    assert [c.id for c in target.cores] == [0, 1] and target.dram is not None
+    assert {(l.src, l.dst) for l in target.interconnect.links} == {(0, 1), (1, 0)}
