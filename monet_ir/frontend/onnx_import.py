@@ -328,7 +328,13 @@ class OnnxImporter:
         for v in graph_inputs:
             t = self.value_types.get(v.name)
             if t is None:
-                self.problem(None, f"input '{v.name}' has no static tensor type")
+                if v.type.HasField("sequence_type"):
+                    # ONNX Runtime's optimizer graph (generate_artifacts' optimizer_model.onnx)
+                    # takes the parameters, gradients and moments as sequences
+                    self.problem(None, f"input '{v.name}' is a sequence of tensors, whose shapes the file does not "
+                                       "give (an ONNX Runtime optimizer graph?); sequences are not modelled")
+                else:
+                    self.problem(None, f"input '{v.name}' has no static tensor type")
                 continue
             if v.name in initializers and not self.ort:
                 continue  # an initializer listed as input (IR < 4): a parameter, below
@@ -426,7 +432,20 @@ class OnnxImporter:
             self._poison(node)
 
     def _schema_problem(self, node: Any) -> str | None:
-        """What ONNX's checker finds wrong with one node of the standard domain, or None."""
+        """What ONNX's checker finds wrong with one node of the standard domain, or None; for
+        an ONNX Runtime (`com.microsoft`) node, whose schemas ONNX does not know, an attribute
+        of a type none of those ops takes (a corrupted file)."""
+        if node.domain == "com.microsoft":
+            from onnx import AttributeProto
+
+            scalar_or_list = {AttributeProto.INT, AttributeProto.FLOAT, AttributeProto.STRING, AttributeProto.INTS,
+                              AttributeProto.FLOATS, AttributeProto.STRINGS}
+            for a in node.attribute:
+                if a.type not in scalar_or_list:
+                    kind = AttributeProto.AttributeType.Name(a.type) if a.type in AttributeProto.AttributeType.values() \
+                        else str(a.type)
+                    return f"attribute '{a.name}' has type {kind}, which the ONNX Runtime ops MONET maps do not take"
+            return None
         if node.domain not in ("", "ai.onnx"):
             return None
         from onnx import checker

@@ -48,6 +48,15 @@ def converts(*op_types: str, domain: str = "") -> Callable[[Converter], Converte
 # ---------------------------------------------------------------------- helpers
 
 
+def required_attr(node: Any, name: str) -> Any:
+    """An attribute the op's schema requires; ONNX's checker knows no `com.microsoft` schema, so
+    its converters check these themselves."""
+    value = attr(node, name)
+    if value is None:
+        raise Unsupported(f"the required attribute '{name}' is missing")
+    return value
+
+
 def opt_input(node: Any, i: int) -> str | None:
     return node.input[i] if len(node.input) > i and node.input[i] else None
 
@@ -867,7 +876,7 @@ def convert_pool_grad(imp: Any, node: Any) -> None:
 
 
 def _pool_grad_properties(node: Any) -> dict[str, Any]:
-    kernel = list(attr(node, "kernel_shape"))
+    kernel = list(required_attr(node, "kernel_shape"))
     n = len(kernel)
     props: dict[str, Any] = {"kernel_shape": ints_attr(kernel)}
     strides = list(attr(node, "strides", [1] * n))

@@ -24,7 +24,7 @@ from xdsl.ir import SSAValue
 from dialects import nn
 from dialects.base import bool_attr, int_attr
 from monet_ir.frontend.attrs import attr
-from monet_ir.frontend.onnx_ops import Unsupported, converts, emit, imp_uses, opt_input
+from monet_ir.frontend.onnx_ops import Unsupported, converts, emit, imp_uses, opt_input, required_attr
 
 DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
 
@@ -120,7 +120,7 @@ def unroll(imp: Any, node: Any) -> dict[str, Any]:
     if len(shape) != 3:
         raise Unsupported(f"input X of rank {len(shape)}: (seq_length, batch, input_size) expected")
     steps_n, batch, _ = shape
-    hidden = int(attr(node, "hidden_size"))
+    hidden = int(required_attr(node, "hidden_size"))
     gates = 4 if kind == "LSTM" else 3
     elem = x.type.get_element_type()  # type: ignore[attr-defined]
     s = _Steps(imp, node, elem)
@@ -157,7 +157,8 @@ def unroll(imp: Any, node: Any) -> dict[str, Any]:
         outputs[t] = h
     _bind_outputs(imp, node, s, outputs, h, c, steps_n, batch, hidden)
     return {"steps": steps, "x": x, "w": w, "r": r, "rb": rb, "has_bias": wb is not None, "batch": batch,
-            "hidden": hidden, "steps_n": steps_n, "elem": elem}
+            "hidden": hidden, "steps_n": steps_n, "elem": elem, "direction": direction,
+            "linear_before_reset": bool(attr(node, "linear_before_reset", 0))}
 
 
 def _lstm_step(s: _Steps, node: Any, xt, h, c, r, rb, batch: int, hidden: int, saved: dict):

@@ -57,6 +57,7 @@ from monet_ir.frontend.onnx_ops import (
     converts,
     emit,
     opt_input,
+    required_attr,
     same_type,
 )
 
@@ -169,7 +170,7 @@ def convert_conv_transpose_grad(imp: Any, node: Any) -> None:
 def convert_concat_training(imp: Any, node: Any) -> None:
     import numpy as np
 
-    axis = int(attr(node, "axis"))
+    axis = int(required_attr(node, "axis"))
     inputs = [n for n in node.input if n]
     values = [imp.value(n) for n in inputs]
     emit(imp, node, nn.ConcatOp, [values], same_type(imp, node), {"axis": int_attr(axis)}, outputs=node.output[:1])
@@ -437,6 +438,8 @@ def convert_gru_grad(imp: Any, node: Any) -> None:
     if not attr(node, "linear_before_reset", 0):
         raise Unsupported("linear_before_reset = 0 is not modelled (PyTorch's GRU exports 1)")
     record = _recorded(imp, node, 7)
+    if not record["linear_before_reset"]:
+        raise Unsupported("its forward GRUTraining has linear_before_reset = 0, the gradient 1")
     _no_initial_state_grads(node, 4)
     s, dys = _recurrent_grad_steps(imp, node, record, 8)
     b, h = record["batch"], record["hidden"]

@@ -135,3 +135,49 @@ def test_refused_training_graph_fails_in_one_line(arch):
     assert REFUSED[arch] in lines[0]
     assert lines[0].startswith(f"{training_file(arch)}: node '")
     assert len(lines) <= 2  # the forward op and its gradient, nothing downstream
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CORPUS.glob("*.optimizer.onnx")))
+def test_optimizer_graph_is_refused_naming_its_sequence_inputs(name):
+    from monet_ir import import_onnx
+    from monet_ir.errors import MonetError
+
+    with pytest.raises(MonetError) as info:
+        import_onnx(CORPUS / name)
+    lines = str(info.value).splitlines()
+    assert lines and all("is a sequence of tensors, whose shapes the file does not give" in line for line in lines)
+    assert any(f"input 'params'" in line for line in lines)
+
+
+def test_mutated_training_graphs_never_give_a_traceback(tmp_path):
+    """Seeded mutations of the ORT training graphs (as test_fuzz_inputs does, plus a dropped
+    attribute: ONNX's checker knows no com.microsoft schema, so the converters check theirs)."""
+    import random
+
+    import onnx
+
+    from monet_ir.tools.monet_opt import main as monet_opt
+    from test_fuzz_inputs import check, mutate, run_tool
+
+    files = sorted(CORPUS.glob("*.training.onnx"))
+    rng = random.Random(11)
+    outcomes = {0: 0, 1: 0}
+    for i in range(60):
+        source = files[rng.randrange(len(files))]
+        kind = ("truncate", "flip", "drop_node", "rename_input", "drop_attribute")[i % 5]
+        data = source.read_bytes()
+        if kind == "drop_attribute":
+            model = onnx.ModelProto()
+            model.ParseFromString(data)
+            nodes = [n for n in model.graph.node if n.domain == "com.microsoft" and len(n.attribute)]
+            node = nodes[rng.randrange(len(nodes))]
+            del node.attribute[rng.randrange(len(node.attribute))]
+            data = model.SerializeToString()
+        else:
+            data = mutate(data, kind, rng)
+        mutated = tmp_path / f"case{i}_{kind}_{source.name}"
+        mutated.write_bytes(data)
+        code, stderr = run_tool(monet_opt, [str(mutated)])
+        check("monet-opt", code, stderr, f"case {i}: {kind} of {source.name}")
+        outcomes[code] += 1
+    assert outcomes[0] > 0 and outcomes[1] > 0, outcomes
