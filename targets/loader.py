@@ -110,7 +110,7 @@ def _single_core_target(data: dict, path: str, problems: Problems, precision: st
         return None
     if core.array.units <= 0:
         kind = data.get("type") if isinstance(data.get("type"), str) else ""
-        what = (f"a {kind} core, a memory the compute cores of a Stream system share" if kind.endswith(".memory")
+        what = (f"a core of type {kind}, a memory the compute cores of a Stream system share" if kind.endswith(".memory")
                 else "an off-chip memory description, Stream's offchip_core?")
         problems.add("operational_array.sizes", f"this core has no compute units ({what}): it cannot be a target "
                      "on its own")

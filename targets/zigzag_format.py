@@ -485,14 +485,14 @@ def _attach_memory_cores(cores: list[Core], core_ids: dict[int, int], memory_cor
     becomes the outermost memory of every compute core a connection joins it to. MONET has no
     memory shared between cores, so each of the k cores gets 1/k of its capacity and of its
     ports' bandwidth (the energy per bit stays the file's). One joined only to other memories or
-    to the off-chip core (a DMA tile on the way to DRAM) is left out: cores reach DRAM directly."""
+    to the off-chip core (a DMA tile on the way to DRAM), or to nothing, is left out: cores reach
+    DRAM directly."""
     for memory_id, (memory_core, path) in memory_cores.items():
         sharers = sorted({core_ids[i] for ids in joined if memory_id in ids for i in ids if i in core_ids})
         where = f"cores[{memory_id}] ({os.path.basename(path)})"
         if not sharers:
-            if not any(memory_id in ids for ids in joined):
-                problems.add(where, "a memory-only core that no connection joins to any core")
-            # else a DMA tile between memories (AIE's shim DMAs): no compute core keeps data in it
+            # a DMA tile between memories (AIE's shim DMAs), or a tile nothing is connected to:
+            # no compute core keeps data in it
             continue
         if not memory_core.memories:
             problems.add(where, "a memory-only core without memories")
