@@ -103,6 +103,13 @@ def compute_ops(fn: func.FuncOp) -> Iterator[Operation]:
             yield op
 
 
+def holds_training_ops(fn: func.FuncOp) -> bool:
+    """Whether the step already holds backward or optimizer ops (an imported ONNX Runtime
+    training graph): then autodiff and insert-optimizer must not run again, it is costed as
+    imported."""
+    return any(op_phase(op) != "forward" for op in compute_ops(fn))
+
+
 def element_precision(fn: func.FuncOp) -> str:
     """The number format of the step's parameters (fp32, fp16, bf16 or fp64) when no precision
     is imposed: the element type most parameters have."""

@@ -141,13 +141,17 @@ class StepConfig:
 
 
 def build_step(config: StepConfig) -> ModuleOp:
-    """The training step after `autodiff` and `insert-optimizer`, as `monet report` builds it."""
+    """The training step after `autodiff` and `insert-optimizer`, as `monet report` builds it; a
+    model that already holds its backward and optimizer ops (an ONNX Runtime training graph) is
+    taken as imported."""
     from monet_ir.frontend.onnx_import import import_onnx
     from monet_ir.options import parse_dims
     from passes.autodiff import AutodiffPass
     from passes.insert_optimizer import InsertOptimizerPass
 
     module = import_onnx(config.model, dims=parse_dims(list(config.dims)), frozen=config.frozen)
+    if ir_graph.holds_training_ops(ir_graph.step_function(module)):
+        return module
     ctx = Context()
     AutodiffPass(loss=config.loss, labels=config.labels).apply(ctx, module)
     InsertOptimizerPass(kind=config.optimizer, lr=config.lr).apply(ctx, module)

@@ -271,8 +271,7 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
     from monet_ir import graph as step_graph
 
     # an ONNX Runtime training graph already holds its backward and optimizer ops
-    already_training = any(step_graph.op_phase(op) != "forward"
-                           for op in step_graph.compute_ops(step_function(module)))
+    already_training = step_graph.holds_training_ops(step_function(module))
     if already_training:
         progress.step("the model already holds backward/optimizer ops: costing it as imported")
     if not args.inference and not already_training:
@@ -284,9 +283,8 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
         optimizer.apply(ctx, module)
         pipeline = [autodiff.pipeline_pass_spec(), optimizer.pipeline_pass_spec()]
     if args.checkpoint != "store-all":
-        if args.inference or already_training:
-            raise UsageError(f"--checkpoint {args.checkpoint}: checkpointing needs the training step autodiff builds "
-                             "(not --inference, not an imported training graph)")
+        if args.inference:
+            raise UsageError(f"--checkpoint {args.checkpoint}: checkpointing needs a training step (not --inference)")
         from passes.activation_checkpoint import ActivationCheckpointPass
 
         checkpoint = ActivationCheckpointPass(policy=args.checkpoint)
