@@ -122,12 +122,29 @@ def run_reporting_errors(tool: str, work: Callable[[], Any], source: str | Calla
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # noqa: BLE001
+        if _reader_went_away(e):
+            return 141
         # xDSL reports unknown formats, passes and bad pass options as ValueError
         if isinstance(e, ValueError) and any(marker in str(e) for marker in XDSL_USAGE_ERRORS):
             print(f"{tool}: error: {one_line_messages(e)[0]}", file=sys.stderr)
             return 1
         return _report_internal_error(tool, e, source() if callable(source) else source)
     return 0
+
+
+def _reader_went_away(error: Exception) -> bool:
+    """Whether the error is our output's reader closing the pipe (`monet targets | head`): not a
+    bug, and nothing is lost. Standard output is pointed at /dev/null so the interpreter's last
+    flush does not fail again; the status is a shell's for a program stopped by SIGPIPE."""
+    cause = error.error if isinstance(error, InternalError) else error
+    if not isinstance(cause, BrokenPipeError):
+        return False
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return True
 
 
 def _report_internal_error(tool: str, error: Exception, source: str) -> int:

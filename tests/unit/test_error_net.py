@@ -86,3 +86,13 @@ def test_bad_input_still_exits_1(tmp_path):
     run = run_tool("monet", "", "report", str(tmp_path / "missing.onnx"), "--target", "edge_npu",
                    "--out", str(tmp_path))
     assert run.returncode == 1 and "internal error" not in run.stderr
+
+
+def test_a_reader_closing_the_pipe_is_not_an_internal_error():
+    # `monet targets | head -1`: the reader goes away before the tool writes (it is still importing)
+    code = "import sys\nfrom monet_ir.tools.monet import main\nmain(sys.argv[1:])\n"
+    child = subprocess.Popen([sys.executable, "-c", code, "targets"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 141, err
+    assert b"internal error" not in err and b"Traceback" not in err
