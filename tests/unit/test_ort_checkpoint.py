@@ -63,23 +63,39 @@ def _arguments(module) -> tuple[dict, dict]:
 
 # mlp: Dropout (its mask is random: stored, never recomputed); cnn_bn: BatchNormInternal's saved
 # mean and inverse deviation and running statistics
+def _run(module, params: dict, inputs: dict) -> tuple[list, dict]:
+    """Every result of a forward, backward or optimizer op (in program order, recompute clones
+    left out) and the parameter and state arrays after the run (ORT's gradient accumulators)."""
+    copy = {k: v.copy() for k, v in params.items()}, {k: v.copy() for k, v in inputs.items()}
+    result = run_module(module, *copy, keep_values=True)
+    values = [(op.name, result.values[r]) for op in step_function(module).body.block.ops
+              if op_phase(op) != "recompute" for r in op.results if r in result.values]
+    return values, result.state
+
+
 @pytest.mark.parametrize("name", ["mlp", "cnn_bn"])
 def test_checkpointed_ort_step_computes_the_same_gradients_and_parameters(name):
     path = CORPUS / f"{name}.training.onnx"
     base = import_onnx(path)
     assert holds_training_ops(step_function(base))
     params, inputs = _arguments(base)
-    before = run_module(base, params, inputs).outputs
-    assert len(before) > 1
+    before, state = _run(base, params, inputs)
+    assert any(op_phase(op) == "backward" for op in step_function(base).body.block.ops)
+    # the step does something: ORT's gradient accumulators (state arguments) are written
+    start = {**params, **inputs}
+    assert any(k.endswith("accumulation.buffer") and not np.array_equal(v, start[k]) for k, v in state.items())
     for policy in ("recompute-all", "sqrt"):
         module = import_onnx(path)
         ActivationCheckpointPass(policy=policy).apply(Context(), module)
         module.verify()
         assert any(op_phase(op) == "recompute" for op in step_function(module).body.block.ops)
-        after = run_module(module, params, inputs).outputs
-        assert len(after) == len(before)
-        for i, (a, b) in enumerate(zip(after, before, strict=True)):
-            assert np.array_equal(a, b), f"{policy}: result {i}"
+        after, state_after = _run(module, params, inputs)
+        assert [n for n, _ in after] == [n for n, _ in before]
+        for i, ((n, a), (_, b)) in enumerate(zip(after, before, strict=True)):
+            assert np.array_equal(np.asarray(a), np.asarray(b)), f"{policy}: value {i} ({n})"
+        assert sorted(state_after) == sorted(state)
+        for key, value in state.items():
+            assert np.array_equal(state_after[key], value), f"{policy}: {key}"
 
 
 def test_dropout_of_an_ort_graph_is_never_recomputed():
