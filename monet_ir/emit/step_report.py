@@ -151,6 +151,8 @@ def text_summary(report: dict[str, Any]) -> str:
         count = sum(int(t["count"]) for t in report.get("transfers", {}).values())
         lines.append(f"  {'transfers':<11}{count:>7}{'':>19}{rest / 1e9:>14.4g}"
                      "   (scheduler's loads, stores and copies; in no phase)")
+    if report.get("optimizer_step"):
+        lines.append(f"  optimizer  {report['optimizer_step']}")
     lines.append("")
     if report.get("latency_cycles") and "critical_path_cycles" in report:
         share = report["critical_path_cycles"] / report["latency_cycles"] * 100

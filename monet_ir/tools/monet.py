@@ -249,6 +249,11 @@ class Progress:
             print(f"[{time.perf_counter() - self.t0:6.2f} s] {what}", file=sys.stderr, flush=True)
 
 
+# `optimizer_step` of a report whose imported training graph has backward ops but no optimizer op
+NO_OPTIMIZER = ("none in the imported graph (ONNX Runtime's generate_artifacts writes it to optimizer_model.onnx): "
+                "this step costs forward, backward and gradient accumulation only")
+
+
 def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, Any], Any]:
     from xdsl.context import Context
 
@@ -334,6 +339,8 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
         "flops": flops_by_phase(fn),
         "ops": op_counts_by_phase(fn),
     }
+    if already_training and report["ops"].get("backward") and not report["ops"].get("optimizer"):
+        report["optimizer_step"] = NO_OPTIMIZER
     memory = memory_summary(fn, bits)
     sched_part = schedule_report(sched)
     memory.update(sched_part.pop("memory"))

@@ -60,3 +60,33 @@ def test_layers_csv_mirrors_the_json(tmp_path):
 def test_an_inference_report_is_not_a_training_report(tmp_path):
     _, text = monet_report(tmp_path, "--inference")
     assert text.startswith("MONET inference report") and "training-step" not in text.splitlines()[0]
+
+
+def ort_report(tmp_path, model):
+    out = tmp_path / model.stem
+    run = subprocess.run([sys.executable, "-m", "monet_ir.tools.monet", "report", str(model), "--target",
+                          "tpu_like_quad_core", "--out", str(out), "--no-plots"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return json.loads((out / "report.json").read_text()), run.stdout
+
+
+def test_a_training_graph_without_optimizer_says_so(tmp_path):
+    # generate_artifacts' training graph: forward, backward, gradient accumulation; its optimizer
+    # is in a separate optimizer_model.onnx
+    report, text = ort_report(tmp_path, DATA / "ort_corpus" / "mlp.training.onnx")
+    assert report["pipeline"] == "as imported"
+    assert report["ops"]["backward"] > 0 and report["ops"]["optimizer"] == 0
+    assert "optimizer_model.onnx" in report["optimizer_step"]
+    lines = text.splitlines()
+    line = next(i for i, t in enumerate(lines) if t.strip().startswith("optimizer  none in the imported graph"))
+    assert any(t.strip().startswith("backward") for t in lines[line - 4:line])  # next to the phase table
+
+
+def test_a_training_graph_with_its_optimizer_gets_no_statement(tmp_path):
+    # the Stream fork's ORT graph holds its optimizer; a model MONET differentiates gets one too
+    report, text = ort_report(tmp_path, DATA / "ort" / "gpt2like_training.onnx")
+    assert report["ops"]["optimizer"] > 0 and "optimizer_step" not in report
+    assert "none in the imported graph" not in text
+    out, text = monet_report(tmp_path)
+    assert "optimizer_step" not in json.loads((out / "report.json").read_text())
+    assert "none in the imported graph" not in text
