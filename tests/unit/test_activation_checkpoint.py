@@ -109,8 +109,9 @@ def test_monet_run_gradients_are_identical(tmp_path_factory, name, kind):
         assert np.array_equal(after[key], before[key]), key
 
 
-def random_arguments(module: ModuleOp) -> tuple[dict, dict]:
-    """Parameters and inputs of the right shapes (the shared files are weight-stripped)."""
+def random_arguments(module: ModuleOp, scale: float = 0.05, ids: int = 10) -> tuple[dict, dict]:
+    """Parameters and inputs of the right shapes (the shared files are weight-stripped): floats
+    normal times `scale`, integers (token ids, labels) below `ids`."""
     rng = np.random.default_rng(0)
     params, inputs = {}, {}
     fn = step_function(module)
@@ -118,11 +119,11 @@ def random_arguments(module: ModuleOp) -> tuple[dict, dict]:
         shape = tuple(arg.type.get_shape())
         dtype = np.dtype(numpy_dtype_of(arg.type.get_element_type()))
         if dtype.kind == "f":
-            value = (rng.standard_normal(shape) * 0.05).astype(dtype)
+            value = (rng.standard_normal(shape) * scale).astype(dtype)
         elif dtype.kind == "b":
             value = np.ones(shape, dtype)
         else:  # token ids, labels
-            value = rng.integers(0, 10, shape).astype(dtype)
+            value = rng.integers(0, ids, shape).astype(dtype)
         (params if info.role == "param" else inputs)[info.name] = value
     return params, inputs
 

@@ -11,11 +11,11 @@ import pytest
 from xdsl.context import Context
 
 from monet_ir import import_onnx
-from monet_ir.graph import arg_infos, holds_training_ops, op_phase, step_function
+from monet_ir.graph import holds_training_ops, op_phase, step_function
 from monet_ir.interp.run import run_module
 from monet_ir.tools.monet import main as monet_main
-from monet_ir.types import numpy_dtype_of
 from passes.activation_checkpoint import ActivationCheckpointPass
+from test_activation_checkpoint import random_arguments
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "ort_corpus"
 TARGET = "tpu_like_quad_core"
@@ -44,23 +44,6 @@ def test_report_checkpoint_trades_saved_bytes_for_forward_flops(tmp_path, name):
         assert sqrt["flops"][phase] == stored["flops"][phase]
 
 
-def _arguments(module) -> tuple[dict, dict]:
-    rng = np.random.default_rng(0)
-    params, inputs = {}, {}
-    fn = step_function(module)
-    for info, arg in zip(arg_infos(fn), fn.body.block.args, strict=True):
-        shape = tuple(arg.type.get_shape())
-        dtype = np.dtype(numpy_dtype_of(arg.type.get_element_type()))
-        if dtype.kind == "f":
-            value = (rng.standard_normal(shape) * 0.5).astype(dtype)
-        elif dtype.kind == "b":
-            value = np.ones(shape, dtype)
-        else:  # token ids, labels
-            value = rng.integers(0, 4, shape).astype(dtype)
-        (params if info.role == "param" else inputs)[info.name] = value
-    return params, inputs
-
-
 # mlp: Dropout (its mask is random: stored, never recomputed); cnn_bn: BatchNormInternal's saved
 # mean and inverse deviation and running statistics
 def _run(module, params: dict, inputs: dict) -> tuple[list, dict]:
@@ -78,7 +61,7 @@ def test_checkpointed_ort_step_computes_the_same_gradients_and_parameters(name):
     path = CORPUS / f"{name}.training.onnx"
     base = import_onnx(path)
     assert holds_training_ops(step_function(base))
-    params, inputs = _arguments(base)
+    params, inputs = random_arguments(base, scale=0.5, ids=4)
     before, state = _run(base, params, inputs)
     assert any(op_phase(op) == "backward" for op in step_function(base).body.block.ops)
     # the step does something: ORT's gradient accumulators (state arguments) are written

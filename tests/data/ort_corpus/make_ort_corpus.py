@@ -46,39 +46,15 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-INLINE_LIMIT = 64  # initializers with at most this many elements keep their data
-
-
-def image(b: int = 2, c: int = 3, hw: int = 32):
-    import torch
-
-    return (torch.randn(b, c, hw, hw),)
+# the forward corpus's script: inputs, the one-output wrapper and the weight stripping are the same
+sys.path.insert(0, str(HERE.parent / "corpus"))
+from export_corpus import FirstOutput, image, strip  # noqa: E402
 
 
 def tokens(b: int = 2, s: int = 16, vocab: int = 100):
     import torch
 
     return (torch.randint(0, vocab, (b, s)),)
-
-
-class FirstOutput:
-    """Wraps a transformers model so the export has one output (the logits)."""
-
-    def __new__(cls, model):
-        import torch
-
-        class Wrapped(torch.nn.Module):
-            def __init__(self, inner):
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, *args):
-                out = self.inner(*args)
-                if isinstance(out, (tuple, list)):
-                    return out[0]
-                return out.logits if hasattr(out, "logits") else out.last_hidden_state
-
-        return Wrapped(model)
 
 
 # ---------------------------------------------------------------------- the architectures
@@ -370,30 +346,6 @@ def _unet():
 
 
 # ---------------------------------------------------------------------- export, build, strip
-
-
-def strip(model_proto, file_stem: str) -> None:
-    """Declare the data of every large float initializer external (see the module docstring)."""
-    from onnx import TensorProto, helper
-
-    float_types = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
-    offset = 0
-    location = f"{file_stem}.weights.bin"
-    for t in model_proto.graph.initializer:
-        n = 1
-        for d in t.dims:
-            n *= d
-        if t.data_type not in float_types or n <= INLINE_LIMIT:
-            continue
-        itemsize = helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-        for field in ("raw_data", "float_data", "double_data", "int32_data"):
-            t.ClearField(field)
-        del t.external_data[:]
-        t.data_location = TensorProto.EXTERNAL
-        for key, value in (("location", location), ("offset", str(offset)), ("length", str(n * itemsize))):
-            entry = t.external_data.add()
-            entry.key, entry.value = key, value
-        offset += n * itemsize
 
 
 def export_forward(make, inputs, opset: int):
