@@ -471,18 +471,25 @@ def pytorch_figures(make, inputs) -> dict:
             "torch_trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="", help="comma-separated architecture names")
-    parser.add_argument("--out", default=str(HERE))
-    args = parser.parse_args(argv)
-    only = set(filter(None, args.only.split(",")))
-    out_dir = Path(args.out)
+def start_manifest(only_text: str, out: str) -> tuple[set[str], Path, dict]:
+    """The architectures asked for (`--only`, empty: all), the output folder (made) and the
+    manifest to fill: the existing one without those architectures when only some are rebuilt."""
+    only = set(filter(None, only_text.split(",")))
+    out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest_path = out_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if only and manifest_path.exists() else {"models": [], "failed": []}
     manifest["models"] = [m for m in manifest["models"] if m["architecture"] not in only]
     manifest["failed"] = [m for m in manifest["failed"] if m["architecture"] not in only]
+    return only, out_dir, manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma-separated architecture names")
+    parser.add_argument("--out", default=str(HERE))
+    args = parser.parse_args(argv)
+    only, out_dir, manifest = start_manifest(args.only, args.out)
     ts_opsets = [13, 14, 15, 16, 17]
     index = 0
     for family in (torchvision_models, transformers_models, sequence_models):
@@ -506,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
                     if "-v" in sys.argv:
                         traceback.print_exc()
     manifest["models"].sort(key=lambda m: m["file"])
-    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return 0
 
 

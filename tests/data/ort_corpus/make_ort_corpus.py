@@ -48,7 +48,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 # the forward corpus's script: inputs, the one-output wrapper and the weight stripping are the same
 sys.path.insert(0, str(HERE.parent / "corpus"))
-from export_corpus import FirstOutput, image, strip  # noqa: E402
+from export_corpus import FirstOutput, image, start_manifest, strip  # noqa: E402
 
 
 def tokens(b: int = 2, s: int = 16, vocab: int = 100):
@@ -424,13 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(HERE))
     parser.add_argument("-v", action="store_true", help="print tracebacks of failures")
     args = parser.parse_args(argv)
-    only = set(filter(None, args.only.split(",")))
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    manifest_path = out_dir / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if only and manifest_path.exists() else {"models": [], "failed": []}
-    manifest["models"] = [m for m in manifest["models"] if m["architecture"] not in only]
-    manifest["failed"] = [m for m in manifest["failed"] if m["architecture"] not in only]
+    only, out_dir, manifest = start_manifest(args.only, args.out)
     for name, make, inputs, opsets, options in architectures():
         if only and name not in only:
             continue
@@ -452,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ok      {name} op{opset}: {sizes}; {entry['com.microsoft']}", flush=True)
             break
     manifest["models"].sort(key=lambda m: m["architecture"])
-    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return 0
 
 
