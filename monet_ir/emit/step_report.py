@@ -116,11 +116,23 @@ def critical_path_cycles(s: Schedule) -> float:
     # the schedule (chains are never negative, so a 0 changes no maximum)
     chain = [0.0] * len(tasks)
     at = chain.__getitem__
+    # the optimizer barrier (`TaskGraph.barrier`): a waiter also follows every sink, whose
+    # longest chain reached so far is kept as they are reached
+    barrier = s.graph.barrier
+    sinks = frozenset(barrier[0]) if barrier else frozenset()
+    waiters = frozenset(barrier[1]) if barrier else frozenset()
+    sinks_chain = 0.0
     # start times order every task after its predecessors (pacing edges run against task order)
     for st in sorted(s.tasks, key=lambda st: (st.start, st.end, st.task)):
-        task = tasks[st.task]
+        index = st.task
+        task = tasks[index]
         duration = st.end - st.start if task.sig is not None else 0.0
-        chain[st.task] = duration + max(map(at, task.preds), default=0.0)
+        longest = max(map(at, task.preds), default=0.0)
+        if index in waiters and sinks_chain > longest:
+            longest = sinks_chain
+        chain[index] = duration + longest
+        if index in sinks and chain[index] > sinks_chain:
+            sinks_chain = chain[index]
     return max(chain, default=0.0)
 
 

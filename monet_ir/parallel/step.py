@@ -158,9 +158,16 @@ def _retime(sched, g, ops, groups, size, net, freq, sim, free: str | None = None
     times: list[tuple[float, float]] = [(st.start, st.end) for st in sched.tasks]
     last_on_core: dict[int, int] = {}
     runs: list[CollectiveRun] = []
+    # the optimizer barrier (`TaskGraph.barrier`): a waiter also follows every sink, whose
+    # largest delay so far is kept as they are re-timed (delays are never negative)
+    sinks = frozenset(g.barrier[0]) if g.barrier else frozenset()
+    waiters = frozenset(g.barrier[1]) if g.barrier else frozenset()
+    sinks_delay = 0.0
     for st in order:
         task = g.tasks[st.task]
         d = max((delay[p] for p in task.preds), default=0.0)
+        if st.task in waiters and sinks_delay > d:
+            d = sinks_delay
         prev = last_on_core.get(st.core)
         if prev is not None:
             d = max(d, core_delay[prev])
@@ -182,6 +189,8 @@ def _retime(sched, g, ops, groups, size, net, freq, sim, free: str | None = None
                                       sum(r.bytes for r in results), sum(r.energy_pj for r in results)))
             d = end - st.end
         delay[st.task] = d
+        if st.task in sinks and d > sinks_delay:
+            sinks_delay = d
         times[st.task] = (start, end)
     return times, runs, delay
 

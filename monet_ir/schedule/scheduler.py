@@ -224,7 +224,7 @@ class GraphTables:
         # storages whose DRAM copy is freed after their last use: values the step produces
         self.dram_freeable = [not t.persistent and t.producer is not None for t in tensors]
         self.consumers: dict[int, list[int]] = {}  # root -> its readers, sorted (`root_consumers`, on demand)
-        # `TaskGraph.successors`, with the in-degrees and the tasks without predecessors
+        # the successors of each task, with the in-degrees and the tasks without predecessors
         n = len(g.tasks)
         self.sources = sources = []
         barrier = g.barrier
@@ -244,8 +244,7 @@ class GraphTables:
         # The optimizer barrier (`TaskGraph.barrier`) as one join node, last in the tables and
         # named -1 (its position from the end) in successor lists and the readiness heap: each
         # sink -> the join -> each waiter, whose in-degree counts the join once, instead of an
-        # edge per (sink, waiter). A waiter whose preds no longer hold every sink keeps its
-        # edges (the join then stands for exactly the preds it replaces, or for none).
+        # edge per (sink, waiter). A sink a waiter reads directly feeds it through the join only.
         sinks, waiters = barrier
         self.indegree = indegree = [0] * (n + 1)
         self.succ = succ = [[] for _ in range(n + 1)]
@@ -259,21 +258,19 @@ class GraphTables:
             waiting[index] = 1
         for t in g.tasks:
             preds = t.preds
-            if preds:
-                index = t.index
-                if waiting[index]:
-                    direct = preds - sink_set  # (in C)
-                    if len(direct) + len(sink_set) == len(preds):  # every sink among its preds
-                        joined.append(index)
-                        indegree[index] = len(direct) + 1
-                        for p in direct:
-                            succ[p].append(index)
-                        continue
+            index = t.index
+            if waiting[index]:
+                joined.append(index)
+                direct = preds - sink_set if preds else preds
+                indegree[index] = len(direct) + 1
+                for p in direct:
+                    succ[p].append(index)
+            elif preds:
                 indegree[index] = len(preds)
                 for p in preds:
                     succ[p].append(index)
             else:
-                sources.append(t.index)
+                sources.append(index)
 
     def root_consumers(self, root: int) -> list[int]:
         """The tasks that read a storage (through any tensor sharing it), in task order."""

@@ -81,18 +81,21 @@ class TaskGraph:
     storage_plan: Any = None
     """The tensors a plan keeps in storage (`monet_ir.schedule.paging.StoragePlan`), or None."""
     barrier: tuple[tuple[int, ...], tuple[int, ...]] | None = None
-    """(sinks, waiters): the optimizer barrier the extractor added (`_optimizer_after_backward`):
-    every waiter's `preds` hold every sink of the backward sub-graph. The preds stay complete
-    for every reader; the scheduler's tables (`monet_ir.schedule.scheduler.GraphTables`) join the
-    sinks into one node instead of an edge per (sink, waiter). None: no record (a graph built
-    without it schedules from `preds` alone, as before)."""
+    """(sinks, waiters): the optimizer barrier the extractor adds (`_optimizer_after_backward`):
+    every waiter (an optimizer task) waits for every sink of the backward sub-graph, on top of
+    its own `preds`, which do not list the sinks (sinks x waiters edges would grow with the
+    square of the model's depth). Readers that need a task's every predecessor use
+    `predecessors`; the scheduler's tables (`monet_ir.schedule.scheduler.GraphTables`) join the
+    sinks into one node. None: no barrier."""
 
-    def successors(self) -> list[list[int]]:
-        succ: list[list[int]] = [[] for _ in self.tasks]
-        for t in self.tasks:
-            for p in t.preds:
-                succ[p].append(t.index)
-        return succ
+    def predecessors(self, index: int) -> set[int]:
+        """Every task `index` waits for: its `preds` and, for a waiter, the barrier's sinks
+        (a new set then; for checks and tools, not for a per-task loop)."""
+        preds = self.tasks[index].preds
+        barrier = self.barrier
+        if barrier is not None and index in barrier[1]:
+            return preds | set(barrier[0])
+        return preds
 
 
 class ProgramOp(NamedTuple):
@@ -1134,7 +1137,8 @@ def _recompute_when_needed(tasks: list[Task]) -> None:
 
 def _optimizer_after_backward(tasks: list[Task]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """Every optimizer task waits for the whole backward pass. Returns the barrier (sinks,
-    waiters) for `TaskGraph.barrier`, None when there is none."""
+    waiters) for `TaskGraph.barrier`, None when there is none; the waiters' `preds` are left
+    as they are (the barrier is the record of those edges)."""
     backward = [t for t in tasks if t.phase == "backward" or t.phase == "recompute"]
     if not backward:
         return None
@@ -1143,10 +1147,5 @@ def _optimizer_after_backward(tasks: list[Task]) -> tuple[tuple[int, ...], tuple
     late = {t.index for t in backward}
     has_backward_succ = set().union(*[t.preds for t in backward]) & late
     sinks = [t.index for t in backward if t.index not in has_backward_succ]
-    waiters = []
-    for t in tasks:
-        if t.phase == "optimizer":
-            t.preds.update(sinks)
-            t.preds.discard(t.index)
-            waiters.append(t.index)
+    waiters = [t.index for t in tasks if t.phase == "optimizer"]
     return (tuple(sinks), tuple(waiters)) if waiters else None

@@ -1,5 +1,6 @@
-"""The optimizer barrier as one join node in the scheduler's tables (`TaskGraph.barrier`,
-`GraphTables`): schedules are the ones the complete `preds` give, task for task."""
+"""The optimizer barrier (`TaskGraph.barrier`): recorded once instead of as sinks x waiters
+edges in the waiters' `preds`, joined into one node in the scheduler's tables (`GraphTables`);
+schedules, critical paths and re-timed parallel steps are the ones the explicit edges give."""
 
 from __future__ import annotations
 
@@ -72,23 +73,44 @@ def test_join_keeps_the_order_of_ties():
     assert by_task[0].end < by_task[3].end == by_task[1].start < by_task[2].start
 
 
-def test_a_waiter_without_every_sink_keeps_its_edges():
-    graph = _tie_graph(((0, 3), (1, 2)))  # task 2 waits for sink 3 only
+def test_a_waiter_waits_for_sinks_it_does_not_read():
+    # task 2 reads only sink 3's result; the record makes it wait for sink 0 too
+    graph = _tie_graph(((0, 3), (1, 2)))
+    assert graph.predecessors(2) == {0, 3} and graph.tasks[2].preds == {3}
     tables = GraphTables(graph)
-    assert tables.succ[-1] == [1] and tables.indegree[2] == 1 and 2 in tables.succ[3]
-    assert _rows(_on_core0(graph)) == _rows(_on_core0(_tie_graph(None)))
+    assert tables.succ[-1] == [1, 2] and tables.indegree[2] == 1 and 2 not in tables.succ[3]
+    explicit = _tie_graph(None)
+    explicit.tasks[2].preds.add(0)
+    assert _rows(_on_core0(graph)) == _rows(_on_core0(explicit))
 
 
-def test_extracted_steps_schedule_as_without_the_record():
+def _explicit(graph: TaskGraph) -> TaskGraph:
+    """The graph with the barrier written out as an edge per (sink, waiter), no record."""
+    tasks = [dataclasses.replace(t, preds=graph.predecessors(t.index) | set()) for t in graph.tasks]
+    return dataclasses.replace(graph, tasks=tasks, barrier=None)
+
+
+def _lenet_step_graph():
     module = import_onnx(DATA / "models" / "lenet5_b4.onnx")
     AutodiffPass().apply(Context(), module)
     InsertOptimizerPass(kind="adam").apply(Context(), module)
-    graph = extract(step_function(module), bits=8)
+    return extract(step_function(module), bits=8)
+
+
+def test_extracted_steps_schedule_as_with_explicit_edges():
+    graph = _lenet_step_graph()
     sinks, waiters = graph.barrier
     assert waiters == tuple(t.index for t in graph.tasks if t.phase == "optimizer")
-    assert all(set(sinks) <= graph.tasks[w].preds for w in waiters)  # preds stay complete
+    # a waiter's preds are its own (data, in-place order), never the whole set of sinks
+    assert all(not set(sinks) <= graph.tasks[w].preds for w in waiters)
+    assert all(set(sinks) <= graph.predecessors(w) for w in waiters)
     tables = GraphTables(graph)
-    edges = sum(map(len, tables.succ))
-    assert edges == sum(len(t.preds) for t in graph.tasks) - len(waiters) * (len(sinks) - 1) + len(sinks)
+    direct = sum(len(graph.tasks[w].preds - set(sinks)) for w in waiters)
+    others = sum(len(t.preds) for t in graph.tasks if t.index not in set(waiters))
+    assert sum(map(len, tables.succ)) == others + direct + len(sinks) + len(waiters)
     target = get_target(str(TARGET))
-    assert _rows(schedule(graph, target)) == _rows(schedule(dataclasses.replace(graph, barrier=None), target))
+    joined, explicit = schedule(graph, target), schedule(_explicit(graph), target)
+    assert _rows(joined) == _rows(explicit)
+    from monet_ir.emit.step_report import critical_path_cycles
+
+    assert critical_path_cycles(joined) == critical_path_cycles(explicit) > 0

@@ -103,7 +103,7 @@ def test_fused_random_network_has_an_acyclic_task_graph(seed):
     graph = extract(step_function(module))
     dag = nx.DiGraph()
     dag.add_nodes_from(range(len(graph.tasks)))
-    dag.add_edges_from((p, t.index) for t in graph.tasks for p in t.preds)
+    dag.add_edges_from((p, t.index) for t in graph.tasks for p in graph.predecessors(t.index))
     assert nx.is_directed_acyclic_graph(dag), nx.find_cycle(dag)
     if seed % 4 == 0:
         assert schedule(graph, get_target("edge_npu")).latency_cycles > 0

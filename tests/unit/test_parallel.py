@@ -129,6 +129,33 @@ def test_buckets_overlap_the_backward_pass():
     assert whole.latency_cycles >= whole.chip_latency_cycles + 0.9 * whole.comm_cycles
 
 
+def test_the_optimizer_barrier_retimes_as_explicit_edges(monkeypatch):
+    # the step re-timed with the collectives reads the barrier's record (`TaskGraph.barrier`) as
+    # the edges sink -> waiter it stands for: the same times, delays and collectives as with them
+    import dataclasses
+
+    import monet_ir.parallel.step as step
+
+    # (small buckets on edge_npu: some waiter starts later for a sink it does not read)
+    system = System("8x_edge", get_target("edge_npu"), 8, build_network("switch", 8, 100e9, 1e-6, 1.0))
+    fn = parallel_step(MODELS / "gpt2_small_b1.onnx", dp=8, bucket=50_000)
+    plan = Plan(dp=8, bucket=50_000)
+    recorded = run_step(fn, system, plan, bits=16)
+    extract = step.extract
+
+    def explicit(*args, **options):
+        g = extract(*args, **options)
+        assert g.barrier is not None
+        tasks = [dataclasses.replace(t, preds=g.predecessors(t.index) | set()) for t in g.tasks]
+        return dataclasses.replace(g, tasks=tasks, barrier=None)
+
+    monkeypatch.setattr(step, "extract", explicit)
+    written = run_step(fn, system, plan, bits=16)
+    assert recorded.task_times == written.task_times and recorded.collectives == written.collectives
+    assert (recorded.latency_cycles, recorded.exposed_cycles, recorded.exposed_by_group) == \
+        (written.latency_cycles, written.exposed_cycles, written.exposed_by_group)
+
+
 def test_zero3_moves_half_again_as_many_bytes_as_zero2():
     system = get_system("8x_datacenter")
     path = MODELS / "gpt2_small_b1.onnx"
