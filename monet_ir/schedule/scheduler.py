@@ -27,7 +27,6 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from bisect import insort
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -340,6 +339,12 @@ class Scheduler:
         # those bytes still occupy the memory until then
         self.pending_frees: list[list[tuple[float, int]]] = [[] for _ in range(n_cores)]
         self.pending_bytes = [0] * n_cores  # sum over pending_frees
+        # running sums of the bytes of pending_frees (entry i: every byte freed up to and with
+        # the i-th), and that sum before its first entry: the bytes freed between two times are
+        # a difference, found by bisection, however long the list grows (it does when many
+        # tasks queue for one core: a step's optimizer updates)
+        self.pending_sums: list[list[int]] = [[] for _ in range(n_cores)]
+        self.pending_floor = [0] * n_cores
         self.watermark = 0.0
         self.op_core: dict[int, int] = {}  # IR op -> the core its (first) tile runs on
         self.next_use_from: dict[int, int] = {}  # root -> index in root_consumers before which all are scheduled
@@ -986,7 +991,16 @@ class Scheduler:
         nbytes = self.bytes_of[root]
         self.resident_bytes[core] -= nbytes
         self.core_events[core].append((time, 2 if time <= at else 0, -nbytes))  # `MemoryTrace.free`
-        insort(self.pending_frees[core], (time, nbytes))
+        frees, sums = self.pending_frees[core], self.pending_sums[core]
+        entry = (time, nbytes)
+        if not frees or entry >= frees[-1]:  # (where `bisect.insort` puts it: mostly last)
+            frees.append(entry)
+            sums.append((sums[-1] if sums else self.pending_floor[core]) + nbytes)
+        else:
+            at = bisect.bisect_right(frees, entry)
+            frees.insert(at, entry)
+            sums.insert(at, (sums[at - 1] if at else self.pending_floor[core]) + nbytes)
+            sums[at + 1:] = [total + nbytes for total in islice(sums, at + 1, None)]
         self.pending_bytes[core] += nbytes
         copies = self.copies[root]
         if copies is not None:
@@ -1004,31 +1018,35 @@ class Scheduler:
         if nbytes > capacity and not self.resident[core]:
             return None  # larger than the memory, nothing to evict: the answer below, sooner
         frees = self.pending_frees[core]  # sorted (`_drop` inserts in order)
+        sums = self.pending_sums[core]
         # tasks are placed in order of readiness and nothing is allocated before the ready
         # time of the task being placed, so earlier frees can be forgotten
         watermark = self.watermark
         if frees and frees[0][0] <= watermark:
             forget = bisect.bisect_right(frees, (watermark, math.inf))
-            pending -= frees[0][1] if forget == 1 else sum(map(_second, frees[:forget]))
+            floor = sums[forget - 1]
+            pending -= floor - self.pending_floor[core]
+            self.pending_floor[core] = floor
             self.pending_bytes[core] = pending
-            del frees[:forget]
-        # the bytes freed after `time`, summing the shorter side of the list
+            del frees[:forget], sums[:forget]
+        # the bytes freed after `time`
         if not frees or frees[0][0] > time:
             first = 0
             still = pending
         else:
             first = bisect.bisect_right(frees, (time, math.inf))
-            if first <= len(frees) - first:
-                still = pending - sum(map(_second, frees[:first]))
-            else:
-                still = sum(map(_second, frees[first:]))
-        if resident + nbytes <= capacity and resident + still + nbytes > capacity:
+            still = pending - (sums[first - 1] - self.pending_floor[core])
+        if resident + nbytes <= capacity and resident + still + nbytes > capacity and first < len(frees):
             # waiting for the next frees is enough; prefer it to evicting live values: wait for
-            # the first after which the bytes still to be freed leave room (else the last)
-            for time, freed in islice(frees, first, None):
-                still -= freed
-                if resident + still + nbytes <= capacity:
-                    break
+            # the first after which the bytes still to be freed leave room (else the last). An
+            # integer fits a capacity exactly when it fits its integer part: the sums that do
+            # are found by bisection, in integers
+            before = sums[first - 1] if first else self.pending_floor[core]
+            last = bisect.bisect_left(sums, before + resident + still + nbytes - math.floor(capacity), first)
+            if last == len(frees):
+                last -= 1
+            time = frees[last][0]
+            still -= sums[last] - before
         if resident + still + nbytes > capacity and self.resident[core]:
             # (with nothing resident there is nothing to evict: `_make_room` would return `time`)
             time = self._make_room(core, nbytes + still, {self.root_of[t] for t in reads}, time)
