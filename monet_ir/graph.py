@@ -14,12 +14,12 @@ name) and `phase` properties (see `dialects.base.MonetOp`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, UnitAttr
-from xdsl.ir import Attribute, BlockArgument, Operation
+from xdsl.ir import Attribute, Block, BlockArgument, Operation
 
 INPUT = "monet.input"
 PARAM = "monet.param"
@@ -84,6 +84,17 @@ def set_arg_infos(fn: func.FuncOp, infos: list[ArgInfo]) -> None:
     fn.arg_attrs = ArrayAttr(
         [arg_attrs(i.role, i.name, i.trainable) if i.role else DictionaryAttr({}) for i in infos]
     )
+
+
+def append_args(block: Block, types: Sequence[Attribute]) -> list[BlockArgument]:
+    """New arguments at the end of `block`, one per type: what `block.insert_arg(t,
+    len(block.args))` does for each, with one rebuild of the block's argument tuple instead of
+    one per argument (an optimizer's state arguments, three per parameter of a deep model,
+    made that quadratic). Relies on xDSL keeping them in `Block._args` (xDSL is pinned)."""
+    start = len(block.args)
+    new = [BlockArgument(t, block, start + i) for i, t in enumerate(types)]
+    block._args = block._args + tuple(new)
+    return new
 
 
 def op_phase(op: Operation) -> str:

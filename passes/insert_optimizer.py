@@ -254,12 +254,14 @@ def insert_optimizer(fn: func.FuncOp, options: InsertOptimizerPass) -> None:
     # persistent state arguments, appended after the existing ones
     arg_attrs = list(fn.arg_attrs.data) if fn.arg_attrs is not None else []
     arg_attrs += [DictionaryAttr({})] * (len(block.args) - len(arg_attrs))
+    suffixes = STATE_SUFFIXES[options.kind]
+    args = iter(graph.append_args(block, [TensorType(f32, []) if suffix == "step" else g.param.type
+                                          for g in grads for suffix in suffixes]))
     state_of: dict[str, list[BlockArgument]] = {}
     for g in grads:
         state_of[g.name] = []
-        for suffix in STATE_SUFFIXES[options.kind]:
-            t = TensorType(f32, []) if suffix == "step" else g.param.type
-            arg = block.insert_arg(t, len(block.args))
+        for suffix in suffixes:
+            arg = next(args)
             arg.name_hint = _state_hint(g.param, g.name, suffix)
             arg_attrs.append(graph.arg_attrs("state", f"{g.name}.{suffix}"))
             state_of[g.name].append(arg)
