@@ -253,9 +253,10 @@ class OnnxImporter:
     def _infer_shapes(self) -> Any:
         import onnx
 
-        model = self.model
         from monet_ir.frontend import ort_training
 
+        # large initializers that cannot be shape data go by type only (`_shape_only_copy`)
+        model = _shape_only_copy(self.model)
         # Shapes of ONNX Runtime ops, and of standard ops ONNX leaves unshaped, come from our
         # own rules; re-running the inference propagates them through the ops that follow.
         # each round can unblock one more layer (a training-mode BatchNormalization with one
@@ -654,6 +655,58 @@ class OnnxImporter:
         module = ModuleOp([fn])
         module.attributes["monet.source"] = StringAttr(os.path.basename(self.file))
         return module
+
+
+# An initializer of at least this many elements whose data is in the file (not external) and
+# whose type is not int32/int64 goes to ONNX's shape inference by type alone. ONNX's data
+# propagation reads int32/int64 initializers of rank 0 or 1 as shape data (Reshape's shape,
+# Slice's starts, Expand's shape, ...); any other data an inference function reads (Resize's
+# scales, Range's bounds, OneHot's depth) is a handful of elements.
+SHAPE_ONLY_ELEMENTS = 1024
+
+
+def _shape_only_copy(model: Any) -> Any:
+    """The model as ONNX's shape inference needs it: a copy whose large initializers that cannot
+    be shape data carry only their name, element type and dims (or `model` itself when it has
+    none). ONNX's inference takes an initializer's type from those and reads its data only when
+    an operator's inference asks for that input's data; `infer_shapes` serializes the model to
+    C++ and parses the result back, so a 1 MB causal mask or inline weights would cost more than
+    the inference itself. Every other field is copied; `model` is not modified."""
+    import onnx
+    from onnx import TensorProto
+
+    graph = model.graph
+    shape_data = (TensorProto.INT32, TensorProto.INT64)
+    large = {
+        i for i, t in enumerate(graph.initializer)
+        if t.data_type not in shape_data and t.data_location != TensorProto.EXTERNAL
+        and math.prod(t.dims) >= SHAPE_ONLY_ELEMENTS
+    }
+    if not large:
+        return model
+    copy = onnx.ModelProto()
+    _copy_fields(model, copy, skip="graph")
+    _copy_fields(graph, copy.graph, skip="initializer")
+    for i, t in enumerate(graph.initializer):
+        if i in large:
+            copy.graph.initializer.add(name=t.name, data_type=t.data_type, dims=t.dims)
+        else:
+            copy.graph.initializer.append(t)
+    return copy
+
+
+def _copy_fields(source: Any, target: Any, skip: str) -> None:
+    """Copy every field set in the protobuf message `source` into `target`, except `skip`."""
+    for fd, value in source.ListFields():
+        if fd.name == skip:
+            continue
+        repeated = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
+        if repeated:
+            getattr(target, fd.name).extend(value)
+        elif fd.message_type is not None:
+            getattr(target, fd.name).CopyFrom(value)
+        else:
+            setattr(target, fd.name, value)
 
 
 class _MissingData(Exception):

@@ -52,3 +52,58 @@ def test_shape_subgraph_is_folded():
     ops = [op.name for op in module.walk()]
     assert ops == ["builtin.module", "func.func", "nn.reshape", "func.return"], ops
     assert "-> tensor<2x12xf32>" in print_module(module)
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw_data", "typed_fields"])
+def test_large_initializers_reach_shape_inference_by_type_only(monkeypatch, raw):
+    # ONNX's shape inference serializes the model to C++ and back: a large mask or inline
+    # weights go to it by type only; the model is left as it was and the constant keeps its data
+    import numpy as np
+    import onnx.shape_inference
+    from onnx import TensorProto, helper, numpy_helper
+
+    from monet_ir.frontend.onnx_import import ImportOptions, OnnxImporter
+
+    mask = np.tril(np.ones((64, 64), dtype=bool))[None, None]
+    weight = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    ids = np.arange(2048, dtype=np.int64)
+
+    def tensor(name, array):
+        if raw:
+            return numpy_helper.from_array(array, name)
+        dtype = helper.np_dtype_to_tensor_dtype(array.dtype)
+        return helper.make_tensor(name, dtype, array.shape, array.flatten().tolist())
+
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["xw"]),
+        helper.make_node("Where", ["mask", "xw", "neg_inf"], ["y"], name="/Where"),
+        helper.make_node("Gather", ["ids", "index"], ["picked"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "payloads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("picked", TensorProto.INT64, None)],
+        [tensor("mask", mask), tensor("w", weight), tensor("ids", ids),
+         helper.make_tensor("neg_inf", TensorProto.FLOAT, [], [-np.inf]),
+         helper.make_tensor("index", TensorProto.INT64, [1], [3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    before = model.SerializeToString()
+
+    seen = []
+    infer = onnx.shape_inference.infer_shapes
+
+    def recording_infer(m, *args, **kwargs):
+        seen.append({t.name: t.ByteSize() for t in m.graph.initializer})
+        return infer(m, *args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", recording_infer)
+    module = OnnxImporter(model, "payloads.onnx", None, ImportOptions()).run()
+
+    assert model.SerializeToString() == before
+    assert seen and seen[0]["mask"] < 64 and seen[0]["w"] < 64  # name, type and dims only
+    assert seen[0]["ids"] > 2048  # integer data may be shape data: it stays
+    constants = {op.result.name_hint: op for op in module.walk() if op.name == "nn.constant"}
+    assert constants["mask"].raw_bytes() == mask.tobytes()
+    assert constants["picked"].raw_bytes() == np.array([3], dtype="<i8").tobytes()
+    assert "tensor<1x1x64x64xf32>" in print_module(module)
