@@ -6,11 +6,13 @@
 
 Generates GPT-2-shaped, weight-free ONNX models (GPT-2 XL's width by default: n_embd 1600, 25
 heads, vocab 50257, 1024 positions, tied LM head, tanh-GELU written out as PyTorch exports it; the
-initializers keep their shapes and point to external data that does not exist, so the files are
-a few kB) with 2..48 blocks, and runs `monet report` (Adam, no plots, cost cache off unless
---cost-cache) on each in a fresh process. Prints per layer count: parameters, ops of the
-training step, the report's wall and CPU time in the process (import, autodiff, optimizer,
-costing, scheduling, writing; the Python modules loaded beforehand), the whole process's wall
+initializers keep their shapes and point to external data that does not exist, so the files hold
+little more than the 1 MB causal mask) with 2..48 blocks, and runs `monet report` (Adam, no plots,
+cost cache off unless --cost-cache) on each in a fresh process. Prints per layer count:
+parameters, ops of the training step, the report's wall and CPU time in the process (import,
+autodiff, optimizer, costing, scheduling, writing; every Python module a report loads is imported
+beforehand, as found by a report of the smallest step in a process of its own: loading code is
+start-up, `bench_speed.py`'s figure, not the report's work), the whole process's wall
 time, peak RSS, the report's CPU time per op and the marginal CPU time per op (the time the ops
 added since the previous layer count took each: it rises if anything grows faster than the
 step). Per-op figures use CPU time, which other processes on a shared machine disturb far less
@@ -47,18 +49,17 @@ REPO = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 1.5
 TARGET_XL_S = 20.0
 
-# run in the child: load the modules first, then time the report alone
+# run in the child: load the modules first (every module a report of the smallest step loads,
+# `MODULES_OF_A_REPORT`, passed in MONET_BENCH_MODULES), then time the report alone
 DRIVER = r"""
-import json, resource, sys, time
+import importlib, json, os, resource, sys, time
 t0 = time.perf_counter()
-import onnx, onnx.shape_inference
+for name in os.environ.get("MONET_BENCH_MODULES", "").split():
+    try:
+        importlib.import_module(name)
+    except Exception:  # (a module another platform's code path would load)
+        pass
 import monet_ir.tools.monet as monet
-from monet_ir.cost import disk_cache, model
-from targets import get_target
-from monet_ir.emit import step_report
-from monet_ir.frontend import onnx_import
-from monet_ir.schedule import scheduler
-from passes import autodiff, insert_optimizer
 loaded = time.perf_counter() - t0
 args = monet.build_parser().parse_args(sys.argv[1:])
 t0, c0 = time.perf_counter(), time.process_time()
@@ -68,6 +69,24 @@ ops = json.load(open(args.out + "/report.json"))["ops"]
 print(json.dumps({"loaded": loaded, "report": report, "cpu": cpu, "ops": sum(ops.values()),
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), file=sys.stderr)
 """
+
+# run once beforehand: the modules a whole report loads (the child above imports them first, so
+# the time it measures is the report's own work, not Python loading our code and libraries)
+MODULES_OF_A_REPORT = r"""
+import sys
+import monet_ir.tools.monet as monet
+monet.run_report(monet.build_parser().parse_args(sys.argv[1:]))
+print(" ".join(sorted(name for name in sys.modules if not name.startswith("__"))), file=sys.stderr)
+"""
+
+
+def report_modules(path: Path, target: str, out: Path, env: dict[str, str]) -> str:
+    """The names of the modules a report of `path` loads (`MODULES_OF_A_REPORT`)."""
+    run = subprocess.run([sys.executable, "-c", MODULES_OF_A_REPORT, "report", str(path), "--target", target,
+                          "--out", str(out), "--no-plots"], capture_output=True, text=True, cwd=REPO, env=env)
+    if run.returncode != 0:
+        raise SystemExit(f"bench_scaling: the report of {path.name} failed: {run.stderr.strip()[-500:]}")
+    return run.stderr.strip().splitlines()[-1]
 
 
 def main() -> None:
@@ -107,6 +126,8 @@ def main() -> None:
             path = Path(tmp) / f"gpt2_{layers}l.onnx"
             onnx.save(model, path)
             out = Path(tmp) / f"out_{layers}"
+            if "MONET_BENCH_MODULES" not in env:
+                env["MONET_BENCH_MODULES"] = report_modules(path, args.target, out, env)
             best = None
             for _ in range(1 if warm_up else max(1, args.repeat)):
                 t0 = time.perf_counter()

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 
 def weight(name: str, dims: list[int]) -> onnx.TensorProto:
@@ -35,7 +35,8 @@ def weight(name: str, dims: list[int]) -> onnx.TensorProto:
 
 
 def const(name: str, array: np.ndarray) -> onnx.TensorProto:
-    return helper.make_tensor(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape, array.flatten().tolist())
+    # as raw bytes, the way PyTorch's exporters write initializers
+    return numpy_helper.from_array(array, name)
 
 
 def build(layers: int, hidden: int, heads: int, vocab: int, seq: int, batch: int,
