@@ -255,6 +255,11 @@ class OnnxImporter:
 
         from monet_ir.frontend import ort_training
 
+        if not self.ort and _shapes_complete(self.model.graph):
+            # (PyTorch's dynamo exporter writes every value's type) ONNX's inference, which
+            # keeps the types a model states, would add nothing; its operator registry alone
+            # takes ~20 ms to set up in a process
+            return self.model
         # large initializers that cannot be shape data go by type only (`_shape_only_copy`)
         model = _shape_only_copy(self.model)
         # Shapes of ONNX Runtime ops, and of standard ops ONNX leaves unshaped, come from our
@@ -655,6 +660,18 @@ class OnnxImporter:
         module = ModuleOp([fn])
         module.attributes["monet.source"] = StringAttr(os.path.basename(self.file))
         return module
+
+
+def _shapes_complete(graph: Any) -> bool:
+    """Whether every output of every node has a static type in the graph's inputs, value_info or
+    outputs (or is an initializer): then ONNX's shape inference has nothing to add."""
+    typed = {v.name for v in graph.initializer}
+    for v in (*graph.input, *graph.value_info, *graph.output):
+        t = v.type
+        if t.HasField("tensor_type") and t.tensor_type.HasField("shape") and \
+                all(d.HasField("dim_value") for d in t.tensor_type.shape.dim):
+            typed.add(v.name)
+    return all(name in typed for node in graph.node for name in node.output if name)
 
 
 # An initializer of at least this many elements whose data is in the file (not external) and

@@ -107,3 +107,34 @@ def test_large_initializers_reach_shape_inference_by_type_only(monkeypatch, raw)
     assert constants["mask"].raw_bytes() == mask.tobytes()
     assert constants["picked"].raw_bytes() == np.array([3], dtype="<i8").tobytes()
     assert "tensor<1x1x64x64xf32>" in print_module(module)
+
+
+def test_a_model_stating_every_type_skips_shape_inference(monkeypatch):
+    # PyTorch's dynamo exporter writes every value's type; ONNX's inference keeps stated types,
+    # so it is not run then (its operator registry alone takes milliseconds to set up); one
+    # value without a stated type brings it back, and the IR is the same either way
+    import onnx.shape_inference
+    from onnx import TensorProto, helper
+
+    def model(state_every_type: bool):
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
+        stated = [helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 3])] if state_every_type else []
+        graph = helper.make_graph(
+            nodes, "typed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+            [helper.make_tensor("w", TensorProto.FLOAT, [4, 3], [0.5] * 12)], value_info=stated)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+    calls = []
+    infer = onnx.shape_inference.infer_shapes
+
+    def counting_infer(m, *args, **kwargs):
+        calls.append(m.graph.name)
+        return infer(m, *args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting_infer)
+    typed = print_module(import_onnx(model(True).SerializeToString()))
+    assert calls == []
+    inferred = print_module(import_onnx(model(False).SerializeToString()))
+    assert calls == ["typed"]
+    assert typed == inferred and "tensor<2x3xf32>" in typed
