@@ -38,10 +38,10 @@ import math
 import random
 from dataclasses import dataclass
 
-from targets.model import Core, Port
+from targets.model import Core, MemoryLevel, Port
 
 from .memory_levels import build_levels, spilled_roles
-from .nest_roles import ROLES, _merge, grow, tensor_elements, tensor_infos
+from .nest_roles import ROLES, TensorInfo, _merge, grow, tensor_elements, tensor_infos
 from .signature import LoopNestSig
 from .spatial_mapping import spatial_mapping
 
@@ -194,6 +194,19 @@ _READS = ("tl", "th")
 _HIGH = ("th", "fh")
 
 
+@dataclass(frozen=True)
+class _SliceStep:
+    """What one role allocates at one memory (the same for every loop order)."""
+
+    role: str
+    info: TensorInfo
+    memory: MemoryLevel
+    is_top: bool  # the role's top level: it takes every loop left
+    capacity: float  # bits; unbounded for a top memory without DRAM behind it
+    psum_above: bool  # the output: a spatial loop above accumulates into it
+    next_fanout: tuple | None  # the spatial loops the level above fans out to this one
+
+
 class NestModel:
     """Everything about one (LoopNestSig, Core) pair that does not depend on the loop order."""
 
@@ -231,17 +244,88 @@ class NestModel:
             for level in self.levels[role]
             for direction in ("fh", "tl", "fl", "th")
         }
+        self._initial_sizes = {
+            role: _merge({}, self.levels[role][0].fanout_frac) if self.levels[role] else {} for role in ROLES
+        }
+        self._allocation_plan = self._plan_allocation()
 
     # ------------------------------------------------------------------ allocation (LOMA)
 
-    def _slice_bits(self, role: str, base: dict, loops, bits: int) -> list[float]:
-        """Bits held for the base loops plus each prefix of `loops` (incremental: only the
-        partially relevant input window needs recomputing)."""
-        info = self.infos[role]
-        sizes = dict(base)
-        elements = tensor_elements(info, sizes)
-        result = [elements * bits]
+    def _plan_allocation(self) -> list[tuple[MemoryLevel, list[_SliceStep]]]:
+        """Per memory that holds some role, in allocation order (bottom-up), what each role
+        allocates there: computed once per model, since ~40 loop orders are allocated."""
+        plan = []
+        for memory in self.memories:
+            steps = []
+            for role in memory.operands:
+                if role not in ROLES or id(memory) not in self.level_index[role]:
+                    continue
+                info = self.infos[role]
+                levels = self.levels[role]
+                index = self.level_index[role][id(memory)]
+                is_top = index == len(levels) - 1
+                capacity = math.inf if is_top and not self.bounded_top[role] else memory.size_bits
+                # The output is held at partial-sum width while an irrelevant loop (one that
+                # accumulates into it) is still to run above the slice; spatial ones are static.
+                above = [d for level in levels[index + 1 :] for d, _ in level.fanout_frac]
+                above += [d for d, _ in self.leftovers[role][0]]
+                psum_above = info.is_output and bool(set(above) & info.irrelevant)
+                next_fanout = levels[index + 1].fanout_frac if not is_top else None
+                steps.append(_SliceStep(role, info, memory, is_top, capacity, psum_above, next_fanout))
+            if steps:
+                plan.append((memory, steps))
+        return plan
+
+    def allocate(self, ordering) -> dict[str, list[tuple[tuple[str, int], ...]]]:
+        """Assign the loops of `ordering` (innermost first) to memory levels, bottom-up.  Each
+        level of a role takes the next consecutive loops of the order."""
+        order = tuple(ordering)
+        total = len(order)
+        start = {role: 0 for role in ROLES}  # loops of `order` already allocated, per role
+        allocated = dict(self._initial_sizes)  # per role: loop sizes below the next level
+        mapping: dict[str, list[tuple[tuple[str, int], ...]]] = {role: [] for role in ROLES}
+        for memory, steps in self._allocation_plan:
+            options = [self._slice_options(step, allocated[step.role], order[start[step.role] :]) for step in steps]
+            choice = self._best_combination(options, memory.size_bits)
+            for step, count in zip(steps, choice):
+                role = step.role
+                begin = start[role]
+                loops = order[begin : begin + count]
+                start[role] = begin + count
+                mapping[role].append(loops)
+                if step.is_top:
+                    if begin + count < total:
+                        raise InvalidMapping(f"{memory.name} cannot hold all loops of {role}")
+                    continue
+                sizes = dict(allocated[role])
+                for dim, size in loops:
+                    sizes[dim] = sizes.get(dim, 1) * size
+                for dim, size in step.next_fanout:
+                    sizes[dim] = sizes.get(dim, 1) * size
+                allocated[role] = sizes
+        return mapping
+
+    @staticmethod
+    def _slice_bits(info: TensorInfo, base: dict, loops, bits: float, capacity: float) -> list[float]:
+        """Bits held for the base loops plus each prefix of `loops`, up to the first prefix
+        that exceeds `capacity` (incremental: only the partially relevant input window needs
+        recomputing)."""
+        elements = tensor_elements(info, base)
+        held = elements * bits
+        result = [held]
+        if held > capacity:
+            return result
         relevant = info.relevant
+        if not info.partial:
+            for dim, size in loops:
+                if dim in relevant:
+                    elements *= size
+                held = elements * bits
+                result.append(held)
+                if held > capacity:
+                    break
+            return result
+        sizes = dict(base)
         partial = info.partial_of
         for dim, size in loops:
             sizes[dim] = sizes.get(dim, 1) * size
@@ -249,70 +333,53 @@ class NestModel:
                 elements *= size
             elif dim in partial:
                 elements = tensor_elements(info, sizes)
-            result.append(elements * bits)
+            held = elements * bits
+            result.append(held)
+            if held > capacity:
+                break
         return result
 
-    def allocate(self, ordering) -> dict[str, list[list[tuple[str, int]]]]:
-        """Assign the loops of `ordering` (innermost first) to memory levels, bottom-up."""
-        unallocated = {role: list(ordering) for role in ROLES}
-        allocated = {role: _merge({}, self.levels[role][0].fanout_frac) if self.levels[role] else {} for role in ROLES}
-        mapping: dict[str, list[list[tuple[str, int]]]] = {role: [] for role in ROLES}
-        for memory in self.memories:
-            roles_here = [r for r in memory.operands if r in ROLES and id(memory) in self.level_index[r]]
-            if not roles_here:
-                continue
-            options = {}
-            for role in roles_here:
-                options[role] = self._slice_options(role, memory, allocated[role], unallocated[role])
-            choice = self._best_combination(roles_here, options, memory.size_bits)
-            for role, count in zip(roles_here, choice):
-                loops = unallocated[role][:count]
-                del unallocated[role][:count]
-                mapping[role].append(loops)
-                allocated[role] = _merge(allocated[role], loops)
-                index = self.level_index[role][id(memory)]
-                if index + 1 < len(self.levels[role]):
-                    allocated[role] = _merge(allocated[role], self.levels[role][index + 1].fanout_frac)
-                if index == len(self.levels[role]) - 1 and unallocated[role]:
-                    raise InvalidMapping(f"{memory.name} cannot hold all loops of {role}")
-        return mapping
-
-    def _slice_options(self, role, memory, allocated, unallocated) -> list[tuple[int, float, float]]:
+    def _slice_options(self, step: _SliceStep, allocated: dict, loops: tuple) -> list[tuple[int, float, float]]:
         """(loops taken, bits held, accesses to the level above) per admissible slice."""
-        info = self.infos[role]
-        index = self.level_index[role][id(memory)]
-        is_top = index == len(self.levels[role]) - 1
-        bits = info.bits
-        if info.is_output:
-            above = [d for lvl in self.levels[role][index + 1 :] for d, _ in lvl.fanout_frac]
-            above += [d for d, _ in self.leftovers[role][0]]
-            pending = {d for d, _ in unallocated} | set(above)
-            bits = info.psum_bits if pending & info.irrelevant else info.bits
-        sizes = self._slice_bits(role, allocated, unallocated, bits)
-        capacity = memory.size_bits
-        if is_top and not self.bounded_top[role]:
-            capacity = math.inf
+        info = step.info
+        if info.is_output and (step.psum_above or any(dim in info.irrelevant for dim, _ in loops)):
+            bits = info.psum_bits
+        else:
+            bits = info.bits
+        capacity = step.capacity
+        memory = step.memory
         if memory.double_buffered:
+            # A slice smaller than the whole tensor is held twice; that needs every prefix.
+            sizes = self._slice_bits(info, allocated, loops, bits, math.inf)
             full = sizes[-1]
-            sizes = [s * 2 if i < len(unallocated) and s < full else s for i, s in enumerate(sizes)]
+            sizes = [s * 2 if i < len(loops) and s < full else s for i, s in enumerate(sizes)]
+        else:
+            sizes = self._slice_bits(info, allocated, loops, bits, capacity)
         if sizes[0] > capacity:
-            raise InvalidMapping(f"{memory.name} cannot hold the data of {role} below it")
+            raise InvalidMapping(f"{memory.name} cannot hold the data of {step.role} below it")
         last = 0
         while last + 1 < len(sizes) and sizes[last + 1] <= capacity:
             last += 1
-        if is_top:
+        if step.is_top:
             return [(last, sizes[last], 0.0)]
-        suffix = [1] * (len(unallocated) + 1)
-        for i in range(len(unallocated) - 1, -1, -1):
-            suffix[i] = suffix[i + 1] * unallocated[i][1]
-        return [(i, sizes[i], suffix[i] * sizes[i]) for i in range(last + 1)]
+        # A slice of i loops is loaded once per iteration of the loops above it (integers:
+        # the product's order does not matter).
+        reloads = 1
+        for _, size in loops[last:]:
+            reloads *= size
+        options = []
+        for i in range(last, -1, -1):
+            options.append((i, sizes[i], reloads * sizes[i]))
+            if i:
+                reloads *= loops[i - 1][1]
+        options.reverse()
+        return options
 
     @staticmethod
-    def _best_combination(roles, options, capacity) -> tuple[int, ...]:
-        """The slice per role minimizing the accesses to the level above with all slices
-        fitting together (sizes grow with the slice, so loops stop at the first overflow; the
-        last of equal choices wins, as in LOMA)."""
-        lists = [options[r] for r in roles]
+    def _best_combination(lists: list[list[tuple[int, float, float]]], capacity) -> tuple[int, ...]:
+        """The slice per role (`lists`: each role's `_slice_options`) minimizing the accesses to
+        the level above with all slices fitting together (sizes grow with the slice, so loops
+        stop at the first overflow; the last of equal choices wins, as in LOMA)."""
         if sum(option[0][1] for option in lists) > capacity:
             raise InvalidMapping("shared memory cannot hold the data below it")
         best: tuple[int, ...] = tuple(option[0][0] for option in lists)
@@ -343,10 +410,10 @@ class NestModel:
             for t2, s2, a2 in second:
                 used = s1 + s2
                 if rest is None:
-                    tail = NestModel._best_combination(roles[2:], {r: options[r] for r in roles[2:]}, capacity - used) if used + sum(o[0][1] for o in third) <= capacity else None
+                    tail = NestModel._best_combination(third, capacity - used) if used + sum(o[0][1] for o in third) <= capacity else None
                     if tail is None:
                         break
-                    tail_accesses = sum(dict((o[0], o[2]) for o in options[r])[t] for r, t in zip(roles[2:], tail))
+                    tail_accesses = sum(dict((o[0], o[2]) for o in options)[t] for options, t in zip(third, tail))
                     if a1 + a2 + tail_accesses <= best_accesses:
                         best_accesses, best = a1 + a2 + tail_accesses, (t1, t2) + tail
                     continue
