@@ -98,29 +98,35 @@ class InvalidMapping(Exception):
     """A loop order does not fit the memories (LOMA skips such orders)."""
 
 
-def _stationary_merge_down(levels: list[list[tuple[str, int]]], irrelevant) -> tuple[list[list[tuple[str, int]]], int]:
+def _stationary_merge_down(levels, irrelevant) -> tuple[list[tuple[tuple[str, int], ...]], int]:
     """ZigZag moves the innermost loops of a level that do not index the tensor into the level
     below (the data stays put while they run).  Returns the new levels and the product of such
-    loops left at the bottom of level 0 (cycles each MAC-level datum stays stationary)."""
-    current = [list(level) for level in levels]
-    changed = True
-    while changed:
-        changed = False
-        for index in range(1, len(current)):
-            level = current[index]
-            prefix = 0
-            while prefix < len(level) and level[prefix][0] in irrelevant:
-                prefix += 1
-            if prefix:
-                current[index - 1].extend(level[:prefix])
-                del level[:prefix]
-                changed = True
+    loops left at the bottom of level 0 (cycles each MAC-level datum stays stationary).
+
+    The levels hold consecutive loops of one order and loops only move down across a boundary,
+    so only the boundaries move: each level above the first ends up starting at the first
+    relevant loop at or after its old start (irrelevant loops fall through any level they
+    empty), which is where moving prefixes down until nothing moves leaves them."""
+    if not levels:
+        return [], 1
+    loops = [loop for level in levels for loop in level]
+    starts = [0]
+    boundary = 0
+    for level in levels[:-1]:
+        boundary += len(level)
+        # the levels below already start at or after their first relevant loop
+        start = max(boundary, starts[-1])
+        while start < len(loops) and loops[start][0] in irrelevant:
+            start += 1
+        starts.append(start)
+    starts.append(len(loops))
+    merged = [tuple(loops[begin:end]) for begin, end in zip(starts, starts[1:])]
     stationary = 1
-    for dim, size in current[0] if current else []:
+    for dim, size in merged[0]:
         if dim not in irrelevant:
             break
         stationary *= size
-    return current, stationary
+    return merged, stationary
 
 
 def _top_run(level: list[tuple[str, int]], members) -> int:
@@ -176,18 +182,22 @@ class Evaluation:
     offload: float
 
 
-@dataclass
-class _Transfer:
-    """One data transfer direction of one tensor at one memory level."""
+class _RoleState:
+    """One tensor's temporal mapping, as far as it does not involve the other tensors (shared
+    by every loop order with the same canonical levels: `NestModel._role_state`)."""
 
-    role: str
-    level: int
-    direction: str
-    amount: float  # elements per period (fractional spatial mapping)
-    amount_whole: float  # elements per period (integer spatial mapping)
-    bits: int
-    period: int
-    count: int
+    __slots__ = ("levels", "psum", "top_ir", "transfers", "real", "breakdown", "energy", "fractions", "first_tile")
+
+    def __init__(self, levels, psum, top_ir, transfers, real, breakdown, energy, fractions, first_tile):
+        self.levels = levels  # the loops of each memory level after the stationary merge-down
+        self.psum = psum  # per architecture level: the output is held as partial sums there
+        self.top_ir = top_ir  # per architecture level: its outermost irrelevant loops' product
+        self.transfers = transfers  # `NestModel._transfers`
+        self.real = real  # per transfer: cycles its port needs per period (0 without a port)
+        self.breakdown = breakdown  # energy per "memory.tensor"
+        self.energy = energy
+        self.fractions = fractions  # per memory level: the share of the memory the data uses
+        self.first_tile = first_tile  # bits of the innermost level's first tile
 
 
 _READS = ("tl", "th")
@@ -236,13 +246,15 @@ class NestModel:
         # Spilled tensors are bounded by DRAM; without DRAM the top memory is taken as big enough.
         self.bounded_top = {role: role in self.spilled or core.dram is not None for role in ROLES}
         self.fractional = any(u.frac != u.whole for u in self.unrolls)
-        self._role_cache: dict = {}
+        self._role_cache: dict[str, dict] = {role: {} for role in ROLES}
         self._spatial_cache: dict = {}
-        self.ports = {
-            (id(level.memory), role, direction): level.memory.port_for(role, direction)
+        # per role and level: the port serving each direction, and the energy breakdown's name
+        self._ports = {
+            role: [{d: level.memory.port_for(role, d) for d in ("fh", "tl", "fl", "th")} for level in self.levels[role]]
             for role in ROLES
-            for level in self.levels[role]
-            for direction in ("fh", "tl", "fl", "th")
+        }
+        self._energy_names = {
+            role: [f"{level.memory.name}.{self.infos[role].name}" for level in self.levels[role]] for role in ROLES
         }
         self._initial_sizes = {
             role: _merge({}, self.levels[role][0].fanout_frac) if self.levels[role] else {} for role in ROLES
@@ -459,7 +471,7 @@ class NestModel:
         self._spatial_cache[key] = view
         return view
 
-    def _role_view(self, role: str, levels: list[list[tuple[str, int]]], whole: bool) -> dict:
+    def _role_view(self, role: str, levels, whole: bool) -> dict:
         """Data held per architecture level (0 = MAC) and reuse factors of one tensor.
 
         S2[a]: loops below memory a-1's outputs (its own temporal loops and fan-out) -> data held
@@ -471,69 +483,93 @@ class NestModel:
         count = len(levels)
         data = [1.0]
         ir_s1 = []
-        cumulative: dict = {}
         elements = 1.0
         loops_product = 1.0
-        for a in range(count + 1):
-            s1, s1_elements = grow(info, cumulative, elements, spatial[a])
-            s1_product = loops_product * products[a]
-            ir_s1.append(s1_product / s1_elements)
-            if a < count:
-                cumulative, elements = grow(info, s1, s1_elements, levels[a])
-                loops_product = s1_product
-                for _, size in levels[a]:
-                    loops_product *= size
-                data.append(float(round(elements)))
+        if info.partial:
+            cumulative: dict = {}
+            for a in range(count + 1):
+                s1, s1_elements = grow(info, cumulative, elements, spatial[a])
+                s1_product = loops_product * products[a]
+                ir_s1.append(s1_product / s1_elements)
+                if a < count:
+                    cumulative, elements = grow(info, s1, s1_elements, levels[a])
+                    loops_product = s1_product
+                    for _, size in levels[a]:
+                        loops_product *= size
+                    data.append(float(round(elements)))
+        else:
+            # `grow` without the per-dim sizes, which only a sliding window's recount needs
+            relevant = info.relevant
+            for a in range(count + 1):
+                for dim, size in spatial[a]:
+                    if dim in relevant:
+                        elements *= size
+                loops_product *= products[a]
+                ir_s1.append(loops_product / elements)
+                if a < count:
+                    for dim, size in levels[a]:
+                        if dim in relevant:
+                            elements *= size
+                        loops_product *= size
+                    data.append(float(round(elements)))
         return {"data": data, "ir": ir_s1, "units": spatial_view["units"], "boost": spatial_view["boost"]}
 
-    def _transfers(self, role: str, view: dict, view_whole: dict, cycles: list[int], psum: list[bool]) -> list[_Transfer]:
-        info = self.infos[role]
-        count = len(self.levels[role])
+    def _transfers(self, info: TensorInfo, view: dict, view_whole: dict, cycles: list[int], psum: list[bool]) -> list[tuple]:
+        """The transfers of one tensor: (level, direction, elements per period with the
+        fractional and the integer spatial mapping, bits per element, period, count)."""
+        count = len(self.levels[info.role])
         total = self.total_cycles
-        out: list[_Transfer] = []
+        out: list[tuple] = []
         data, data_w = view["data"], view_whole["data"]
         for m in range(count):
             top = m == count - 1
             low = data[m] * view["boost"][m]
             low_w = data_w[m] * view_whole["boost"][m]
             if not info.is_output:
-                out.append(_Transfer(role, m, "tl", low, low_w, info.bits, cycles[m], total // cycles[m]))
+                out.append((m, "tl", low, low_w, info.bits, cycles[m], total // cycles[m]))
                 if not top:
-                    out.append(_Transfer(role, m, "fh", data[m + 1], data_w[m + 1], info.bits, cycles[m + 1], total // cycles[m + 1]))
+                    out.append((m, "fh", data[m + 1], data_w[m + 1], info.bits, cycles[m + 1], total // cycles[m + 1]))
                 continue
             below_bits = info.psum_bits if psum[m] else info.bits
-            out.append(_Transfer(role, m, "fl", int(low), int(low_w), below_bits, cycles[m], total // cycles[m]))
+            out.append((m, "fl", int(low), int(low_w), below_bits, cycles[m], total // cycles[m]))
             if psum[m]:
-                out.append(_Transfer(role, m, "tl", int(low), int(low_w), info.psum_bits, cycles[m], total // cycles[m]))
+                out.append((m, "tl", int(low), int(low_w), info.psum_bits, cycles[m], total // cycles[m]))
             if not top:
                 above_bits = info.psum_bits if psum[m + 1] else info.bits
                 period = cycles[m + 1]
-                out.append(_Transfer(role, m, "th", data[m + 1], data_w[m + 1], above_bits, period, total // period))
+                out.append((m, "th", data[m + 1], data_w[m + 1], above_bits, period, total // period))
                 if psum[m + 1]:
-                    out.append(_Transfer(role, m, "fh", data[m + 1], data_w[m + 1], info.psum_bits, period, total // period))
+                    out.append((m, "fh", data[m + 1], data_w[m + 1], info.psum_bits, period, total // period))
         return out
 
-    def _role_state(self, role: str, raw_levels) -> dict:
+    def _role_state(self, role: str, raw_levels) -> _RoleState:
         """Everything about one tensor's temporal mapping that does not involve the others.
 
         Cached under a canonical key: after the stationary merge-down, only the loops of each
         level (not their order), the level's outermost relevant/irrelevant runs and the
         stationary product at the array matter, so many loop orders share an entry."""
         info = self.infos[role]
-        levels, stationary = _stationary_merge_down([list(level) for level in raw_levels], info.irrelevant)
-        top_r = [1] + [_top_run(level, info.relevant) for level in levels]
-        top_ir = [1] + [_top_run(level, info.irrelevant) for level in levels]
-        key = (role, stationary, tuple(tuple(sorted(level)) for level in levels), tuple(top_r), tuple(top_ir))
-        cached = self._role_cache.get(key)
-        if cached is not None:
-            return cached
-        cycles_cabl = []
+        levels, stationary = _stationary_merge_down(raw_levels, info.irrelevant)
+        top_r = [1]
+        top_ir = [1]
+        for level in levels:
+            top_r.append(_top_run(level, info.relevant))
+            top_ir.append(_top_run(level, info.irrelevant))
+        key = (stationary, tuple(tuple(sorted(level)) for level in levels), tuple(top_r), tuple(top_ir))
+        cache = self._role_cache[role]
+        state = cache.get(key)
+        if state is None:
+            state = cache[key] = self._new_role_state(info, levels, stationary, top_r, top_ir)
+        return state
+
+    def _new_role_state(self, info: TensorInfo, levels, stationary: int, top_r: list[int], top_ir: list[int]) -> _RoleState:
+        role = info.role
+        cycles = [1 if info.is_output else stationary]
         running = 1
         for level in levels:
             for _, size in level:
                 running *= size
-            cycles_cabl.append(running)
-        cycles = [1 if info.is_output else stationary] + cycles_cabl
+            cycles.append(running)
         view = self._role_view(role, levels, whole=False)
         view_w = self._role_view(role, levels, whole=True) if self.fractional else view
         ir = view["ir"]
@@ -541,46 +577,41 @@ class NestModel:
             psum = [ir[-1] > ir[a] * (1 + 1e-9) for a in range(len(ir))]
         else:
             psum = [False] * len(ir)
-        transfers = self._transfers(role, view, view_w, cycles, psum)
+        transfers = self._transfers(info, view, view_w, cycles, psum)
+        role_levels = self.levels[role]
+        ports = self._ports[role]
+        units = view["units"]
         breakdown: dict[str, float] = {}
         real: list[int] = []
-        for t in transfers:
-            level = self.levels[role][t.level]
-            port = self.ports[(id(level.memory), role, t.direction)]
+        for level, direction, amount, amount_whole, bits, period, count in transfers:
+            port = ports[level][direction]
             if port is None:
                 real.append(0)
                 continue
-            real.append(math.ceil(t.amount_whole * t.bits / port.bandwidth_bits))
-            if t.amount == 0 or t.count == 0:
+            real.append(math.ceil(amount_whole * bits / port.bandwidth_bits))
+            if amount == 0 or count == 0:
                 continue
-            words = math.ceil(t.amount * t.bits / port.min_bandwidth_bits) * (port.min_bandwidth_bits / port.bandwidth_bits)
-            words = int(words * t.count * view["units"][t.level + 1])
-            cost = level.memory.read_energy_pj if t.direction in _READS else level.memory.write_energy_pj
-            key_name = f"{level.memory.name}.{info.name}"
-            breakdown[key_name] = breakdown.get(key_name, 0.0) + words * cost
+            words = math.ceil(amount * bits / port.min_bandwidth_bits) * (port.min_bandwidth_bits / port.bandwidth_bits)
+            words = int(words * count * units[level + 1])
+            memory = role_levels[level].memory
+            cost = memory.read_energy_pj if direction in _READS else memory.write_energy_pj
+            name = self._energy_names[role][level]
+            breakdown[name] = breakdown.get(name, 0.0) + words * cost
         fractions = []
-        for m, level in enumerate(self.levels[role]):
+        for m, level in enumerate(role_levels):
             bits = (info.psum_bits if psum[m + 1] else info.bits) if info.is_output else info.bits
             effective = (round(view["data"][m + 1]) * bits) // top_r[m + 1]
             fractions.append(effective / level.memory.size_bits)
-        state = {
-            "levels": levels,
-            "view_w": view_w,
-            "psum": psum,
-            "top_ir": top_ir,
-            "transfers": transfers,
-            "real": real,
-            "breakdown": breakdown,
-            "energy": sum(breakdown.values()),
-            "fractions": fractions,
-        }
-        self._role_cache[key] = state
-        return state
+        # the first tile of the innermost level, which on-loading cannot hide
+        first_tile = 0.0
+        if role_levels:
+            first_tile = view_w["data"][1] * (info.psum_bits if info.is_output and psum[1] else info.bits)
+        return _RoleState(levels, psum, top_ir, transfers, real, breakdown, sum(breakdown.values()), fractions, first_tile)
 
     def evaluate(self, mapping: dict[str, list[list[tuple[str, int]]]]) -> Evaluation:
         cpo = self.cycles_per_op
         per_role = {role: self._role_state(role, tuple(tuple(level) for level in mapping[role])) for role in ROLES}
-        energy = self.macs_energy() + sum(state["energy"] for state in per_role.values())
+        energy = self.macs_energy() + sum(state.energy for state in per_role.values())
         double = self._double_buffering(per_role)
         stall, loading = self._stall(per_role, double, cpo)
         compute = self.total_cycles * cpo + stall
@@ -596,9 +627,9 @@ class NestModel:
         breakdown = {"mac": self.macs_energy()}
         temporal = {}
         for role in ROLES:
-            for key, value in per_role[role]["breakdown"].items():
+            for key, value in per_role[role].breakdown.items():
                 breakdown[key] = breakdown.get(key, 0.0) + value
-            temporal[self.infos[role].name] = per_role[role]["levels"]
+            temporal[self.infos[role].name] = per_role[role].levels
         return breakdown, temporal
 
     def macs_energy(self) -> float:
@@ -612,13 +643,13 @@ class NestModel:
         for role in ROLES:
             for m, level in enumerate(self.levels[role]):
                 key = id(level.memory)
-                shared[key] = shared.get(key, 0.0) + per_role[role]["fractions"][m]
+                shared[key] = shared.get(key, 0.0) + per_role[role].fractions[m]
         flags: dict[str, list[bool]] = {}
         for role in ("O", "W", "I"):
             role_flags = [False]
             for m, level in enumerate(self.levels[role]):
                 key = id(level.memory)
-                alone = per_role[role]["fractions"][m]
+                alone = per_role[role].fractions[m]
                 if shared[key] <= 0.5:
                     role_flags.append(True)
                 elif alone <= 1 - shared[key]:
@@ -638,24 +669,24 @@ class NestModel:
         for role in ROLES:
             state = per_role[role]
             flags = double[role]
-            top_ir = state["top_ir"]
-            for index, t in enumerate(state["transfers"]):
-                level = self.levels[role][t.level]
-                port = self.ports[(id(level.memory), role, t.direction)]
+            top_ir = state.top_ir
+            for index, (t_level, t_direction, _, _, _, t_period, t_count) in enumerate(state.transfers):
+                level = self.levels[role][t_level]
+                port = self._ports[role][t_level][t_direction]
                 if port is None:
                     continue
-                real = state["real"][index]
-                if t.direction in _HIGH:
-                    buffered, run = flags[t.level + 1], top_ir[t.level + 1]
+                real = state.real[index]
+                if t_direction in _HIGH:
+                    buffered, run = flags[t_level + 1], top_ir[t_level + 1]
                 else:
-                    buffered, run = flags[t.level], top_ir[t.level]
-                window = t.period if buffered else int(t.period / run)
+                    buffered, run = flags[t_level], top_ir[t_level]
+                window = t_period if buffered else int(t_period / run)
                 allowed = math.ceil(window * cpo)
                 timing[(role, index)] = (real, allowed)
-                if t.count == 0:
+                if t_count == 0:
                     continue
-                period = math.ceil(t.period * cpo)
-                by_port.setdefault((id(level.memory), port.name), []).append((real, allowed, period, t.count))
+                period = math.ceil(t_period * cpo)
+                by_port.setdefault((id(level.memory), port.name), []).append((real, allowed, period, t_count))
         worst = 0.0
         for activities in by_port.values():
             if len(activities) == 1:
@@ -677,13 +708,13 @@ class NestModel:
         by_port: dict[tuple[int, str], list[tuple[str, int]]] = {}
         ports: dict[tuple[int, str], Port] = {}
         for role in ROLES:
-            for index, t in enumerate(per_role[role]["transfers"]):
-                if t.count == 0 or (role, index) not in timing:
+            for index, (t_level, t_direction, _, _, _, _, t_count) in enumerate(per_role[role].transfers):
+                if t_count == 0 or (role, index) not in timing:
                     continue
-                if self.infos[role].is_output and t.direction in ("tl", "fh"):
+                if self.infos[role].is_output and t_direction in ("tl", "fh"):
                     continue
-                level = self.levels[role][t.level]
-                port = self.ports[(id(level.memory), role, t.direction)]
+                level = self.levels[role][t_level]
+                port = self._ports[role][t_level][t_direction]
                 key = (id(level.memory), port.name)
                 ports[key] = port
                 by_port.setdefault(key, []).append((role, index))
@@ -693,23 +724,20 @@ class NestModel:
             busy = 0.0
             once = []
             for role, index in members:
-                t = per_role[role]["transfers"][index]
-                if t.count == 1:
+                t_level, t_direction, _, t_amount_whole, t_bits, t_period, t_count = per_role[role].transfers[index]
+                if t_count == 1:
                     once.append((role, index))
                     continue
-                busy += math.ceil(t.amount_whole * t.bits / t.period)
-                recorded[(role, t.level, t.direction)] = timing[(role, index)][0]
+                busy += math.ceil(t_amount_whole * t_bits / t_period)
+                recorded[(role, t_level, t_direction)] = timing[(role, index)][0]
             surplus = max(0.0, (port.bandwidth_bits - busy) / port.bandwidth_bits * compute)
             for role, index in sorted(once, key=lambda m: -timing[m][0]):
-                t = per_role[role]["transfers"][index]
-                info = self.infos[role]
-                first_bits = info.psum_bits if info.is_output and per_role[role]["psum"][1] else info.bits
-                first_tile = per_role[role]["view_w"]["data"][1] * first_bits
-                minimum = math.ceil(first_tile / port.bandwidth_bits)
+                t_level, t_direction = per_role[role].transfers[index][:2]
+                minimum = math.ceil(per_role[role].first_tile / port.bandwidth_bits)
                 real = timing[(role, index)][0]
                 cut = min(max(0.0, real - minimum), surplus)
                 surplus -= cut
-                recorded[(role, t.level, t.direction)] = real - cut
+                recorded[(role, t_level, t_direction)] = real - cut
         onload = self._combine_onload(recorded)
         out_role = "O"
         offload = 0.0
