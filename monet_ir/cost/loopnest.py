@@ -184,24 +184,32 @@ class Evaluation:
 
 class _RoleState:
     """One tensor's temporal mapping, as far as it does not involve the other tensors (shared
-    by every loop order with the same canonical levels: `NestModel._role_state`)."""
+    by every loop order with the same canonical levels: `NestModel._role_state`).  The
+    transfers are kept as what the steps across tensors (double buffering, stall, on- and
+    off-loading) read of them."""
 
-    __slots__ = ("levels", "psum", "top_ir", "transfers", "real", "breakdown", "energy", "fractions", "first_tile")
+    __slots__ = ("levels", "breakdown", "energy", "fractions", "stall_items", "busy_items", "once_items")
 
-    def __init__(self, levels, psum, top_ir, transfers, real, breakdown, energy, fractions, first_tile):
+    def __init__(self, levels, breakdown, energy, fractions, stall_items, busy_items, once_items):
         self.levels = levels  # the loops of each memory level after the stationary merge-down
-        self.psum = psum  # per architecture level: the output is held as partial sums there
-        self.top_ir = top_ir  # per architecture level: its outermost irrelevant loops' product
-        self.transfers = transfers  # `NestModel._transfers`
-        self.real = real  # per transfer: cycles its port needs per period (0 without a port)
         self.breakdown = breakdown  # energy per "memory.tensor"
         self.energy = energy
         self.fractions = fractions  # per memory level: the share of the memory the data uses
-        self.first_tile = first_tile  # bits of the innermost level's first tile
+        # per transfer with a port, that happens: (port slot, cycles it needs per period, its
+        # window if the level it fills is double-buffered and if not, which level that is, count)
+        self.stall_items = stall_items
+        # per on/off-loading transfer repeated during compute: (port slot, bits per cycle it
+        # keeps the port busy, cycles per period, (role, level, direction))
+        self.busy_items = busy_items
+        # per on/off-loading transfer that happens once: (port slot, cycles, cycles of the
+        # innermost first tile that cannot be hidden, (role, level, direction))
+        self.once_items = once_items
 
 
 _READS = ("tl", "th")
 _HIGH = ("th", "fh")
+# ZigZag decides double buffering for the output first, then W, then I (positions in ROLES)
+_DOUBLE_BUFFER_ORDER = (ROLES.index("O"), ROLES.index("W"), ROLES.index("I"))
 
 
 @dataclass(frozen=True)
@@ -256,6 +264,28 @@ class NestModel:
         self._energy_names = {
             role: [f"{level.memory.name}.{self.infos[role].name}" for level in self.levels[role]] for role in ROLES
         }
+        # memories and physical ports numbered, for the steps that add up what tensors share
+        memory_slot = {id(memory): slot for slot, memory in enumerate(self.memories)}
+        self._memory_slots = tuple([memory_slot[id(level.memory)] for level in self.levels[role]] for role in ROLES)
+        port_slot: dict[tuple[int, str], int] = {}
+        self._slot_bandwidth: list[int] = []
+        self._port_slots = {}
+        for role in ROLES:
+            self._port_slots[role] = []
+            for level, ports in zip(self.levels[role], self._ports[role]):
+                slots = {}
+                for direction, port in ports.items():
+                    if port is None:
+                        continue
+                    key = (id(level.memory), port.name)
+                    if key not in port_slot:
+                        port_slot[key] = len(self._slot_bandwidth)
+                        self._slot_bandwidth.append(port.bandwidth_bits)
+                    slots[direction] = port_slot[key]
+                self._port_slots[role].append(slots)
+        self._onload_plan = self._plan_onload()
+        self._offload_keys = [(("O", m, "th"), ("O", m + 1, "fl")) for m in range(len(self.levels["O"]) - 1)]
+        self._drain = self._systolic_drain()
         self._initial_sizes = {
             role: _merge({}, self.levels[role][0].fanout_frac) if self.levels[role] else {} for role in ROLES
         }
@@ -581,15 +611,38 @@ class NestModel:
         role_levels = self.levels[role]
         ports = self._ports[role]
         units = view["units"]
+        slots = self._port_slots[role]
+        cpo = self.cycles_per_op
+        # on/off-loading: the output's transfers towards the array are not on the way in or out
+        loads = (lambda direction: direction not in ("tl", "fh")) if info.is_output else (lambda direction: True)
+        first_tile = 0.0
+        if role_levels:
+            # the first tile of the innermost level, which on-loading cannot hide
+            first_tile = view_w["data"][1] * (info.psum_bits if info.is_output and psum[1] else info.bits)
         breakdown: dict[str, float] = {}
-        real: list[int] = []
+        stall_items = []
+        busy_items = []
+        once_items = []
         for level, direction, amount, amount_whole, bits, period, count in transfers:
             port = ports[level][direction]
-            if port is None:
-                real.append(0)
+            if port is None or count == 0:
                 continue
-            real.append(math.ceil(amount_whole * bits / port.bandwidth_bits))
-            if amount == 0 or count == 0:
+            real = math.ceil(amount_whole * bits / port.bandwidth_bits)
+            slot = slots[level][direction]
+            # the window a transfer may take: its whole period when the memory it fills (the
+            # one above for th/fh) is double-buffered, else the period over that memory's
+            # outermost irrelevant loops
+            flag_index = level + 1 if direction in _HIGH else level
+            allowed_buffered = math.ceil(period * cpo)
+            allowed_single = math.ceil(int(period / top_ir[flag_index]) * cpo)
+            stall_items.append((slot, real, allowed_buffered, allowed_single, flag_index, count))
+            if loads(direction):
+                if count == 1:
+                    minimum = math.ceil(first_tile / port.bandwidth_bits)
+                    once_items.append((slot, real, minimum, (role, level, direction)))
+                else:
+                    busy_items.append((slot, math.ceil(amount_whole * bits / period), real, (role, level, direction)))
+            if amount == 0:
                 continue
             words = math.ceil(amount * bits / port.min_bandwidth_bits) * (port.min_bandwidth_bits / port.bandwidth_bits)
             words = int(words * count * units[level + 1])
@@ -602,24 +655,19 @@ class NestModel:
             bits = (info.psum_bits if psum[m + 1] else info.bits) if info.is_output else info.bits
             effective = (round(view["data"][m + 1]) * bits) // top_r[m + 1]
             fractions.append(effective / level.memory.size_bits)
-        # the first tile of the innermost level, which on-loading cannot hide
-        first_tile = 0.0
-        if role_levels:
-            first_tile = view_w["data"][1] * (info.psum_bits if info.is_output and psum[1] else info.bits)
-        return _RoleState(levels, psum, top_ir, transfers, real, breakdown, sum(breakdown.values()), fractions, first_tile)
+        return _RoleState(levels, breakdown, sum(breakdown.values()), fractions, stall_items, busy_items, once_items)
 
-    def evaluate(self, mapping: dict[str, list[list[tuple[str, int]]]]) -> Evaluation:
+    def evaluate(self, mapping: dict[str, list[tuple[tuple[str, int], ...]]]) -> Evaluation:
         cpo = self.cycles_per_op
-        per_role = {role: self._role_state(role, tuple(tuple(level) for level in mapping[role])) for role in ROLES}
-        energy = self.macs_energy() + sum(state.energy for state in per_role.values())
-        double = self._double_buffering(per_role)
-        stall, loading = self._stall(per_role, double, cpo)
+        states = tuple(self._role_state(role, mapping[role]) for role in ROLES)
+        energy = self.macs_energy() + sum(state.energy for state in states)
+        double = self._double_buffering(states)
+        stall = self._stall(states, double)
         compute = self.total_cycles * cpo + stall
-        onload, offload = self._load_phases(per_role, loading, compute)
-        drain = self._systolic_drain()
+        onload, offload = self._load_phases(states, compute)
         ideal = self.total_cycles * cpo
-        latency = ideal + stall + onload + offload + drain
-        return Evaluation(latency, energy, per_role, ideal, stall, onload, offload)
+        latency = ideal + stall + onload + offload + self._drain
+        return Evaluation(latency, energy, dict(zip(ROLES, states)), ideal, stall, onload, offload)
 
     def details(self, evaluation: Evaluation) -> tuple[dict[str, float], dict[str, list]]:
         """Energy breakdown and per-tensor temporal levels of an evaluation from `evaluate`."""
@@ -635,58 +683,46 @@ class NestModel:
     def macs_energy(self) -> float:
         return self.sig.macs * self.mac_energy_each
 
-    def _double_buffering(self, per_role: dict) -> dict[str, list[bool]]:
+    def _double_buffering(self, states: tuple[_RoleState, ...]) -> tuple[list[bool], ...]:
         """ZigZag's double-buffer test: a level may refill while it is read if the data it holds
         (without its outermost relevant loops) uses at most half the memory, or fits in what the
-        other tensors sharing the memory leave free."""
-        shared: dict[int, float] = {}
-        for role in ROLES:
-            for m, level in enumerate(self.levels[role]):
-                key = id(level.memory)
-                shared[key] = shared.get(key, 0.0) + per_role[role].fractions[m]
-        flags: dict[str, list[bool]] = {}
-        for role in ("O", "W", "I"):
+        other tensors sharing the memory leave free.  Per role (W, I, O), per architecture
+        level (0 = MAC, never)."""
+        shared = [0.0] * len(self.memories)
+        for state, memory_slots in zip(states, self._memory_slots):
+            fractions = state.fractions
+            for m, slot in enumerate(memory_slots):
+                shared[slot] += fractions[m]
+        flags: list[list[bool]] = [[], [], []]
+        for position in _DOUBLE_BUFFER_ORDER:
             role_flags = [False]
-            for m, level in enumerate(self.levels[role]):
-                key = id(level.memory)
-                alone = per_role[role].fractions[m]
-                if shared[key] <= 0.5:
+            fractions = states[position].fractions
+            for m, slot in enumerate(self._memory_slots[position]):
+                alone = fractions[m]
+                if shared[slot] <= 0.5:
                     role_flags.append(True)
-                elif alone <= 1 - shared[key]:
+                elif alone <= 1 - shared[slot]:
                     role_flags.append(True)
                     # The refill buffer now takes room the other tensors cannot use.
-                    shared[key] += alone
+                    shared[slot] += alone
                 else:
                     role_flags.append(False)
-            flags[role] = role_flags
-        return flags
+            flags[position] = role_flags
+        return tuple(flags)
 
-    def _stall(self, per_role, double, cpo) -> tuple[float, dict]:
+    def _stall(self, states: tuple[_RoleState, ...], double: tuple[list[bool], ...]) -> float:
         """Stall (+) or slack (-) cycles per physical port, combined as ZigZag does; returns the
-        worst port and, per transfer, its real and allowed cycles."""
-        timing: dict[tuple[str, int], tuple[int, int]] = {}
-        by_port: dict[tuple[int, str], list[tuple[int, int, int, int]]] = {}
-        for role in ROLES:
-            state = per_role[role]
-            flags = double[role]
-            top_ir = state.top_ir
-            for index, (t_level, t_direction, _, _, _, t_period, t_count) in enumerate(state.transfers):
-                level = self.levels[role][t_level]
-                port = self._ports[role][t_level][t_direction]
-                if port is None:
-                    continue
-                real = state.real[index]
-                if t_direction in _HIGH:
-                    buffered, run = flags[t_level + 1], top_ir[t_level + 1]
+        worst port."""
+        by_port: dict[int, list[tuple[int, int, int, int]]] = {}
+        for state, flags in zip(states, double):
+            for slot, real, allowed_buffered, allowed_single, flag_index, count in state.stall_items:
+                # (cycles needed, cycles allowed, period, count) per period of the transfer
+                activity = (real, allowed_buffered if flags[flag_index] else allowed_single, allowed_buffered, count)
+                activities = by_port.get(slot)
+                if activities is None:
+                    by_port[slot] = [activity]
                 else:
-                    buffered, run = flags[t_level], top_ir[t_level]
-                window = t_period if buffered else int(t_period / run)
-                allowed = math.ceil(window * cpo)
-                timing[(role, index)] = (real, allowed)
-                if t_count == 0:
-                    continue
-                period = math.ceil(t_period * cpo)
-                by_port.setdefault((id(level.memory), port.name), []).append((real, allowed, period, t_count))
+                    activities.append(activity)
         worst = 0.0
         for activities in by_port.values():
             if len(activities) == 1:
@@ -699,50 +735,38 @@ class NestModel:
                 union = _union_window([(p, a, c) for _, a, p, c in activities])
                 combined = positive + max(0.0, negative + windows - union)
             worst = max(worst, combined)
-        return worst, timing
+        return worst
 
-    def _load_phases(self, per_role, timing, compute) -> tuple[float, float]:
+    def _load_phases(self, states: tuple[_RoleState, ...], compute: float) -> tuple[float, float]:
         """Cycles to fill the lower levels before the first MAC and to drain the last outputs.
         Transfers that happen once are hidden behind compute as far as the port has spare
         bandwidth, down to the innermost level's first tile (ZigZag's on/off-loading)."""
-        by_port: dict[tuple[int, str], list[tuple[str, int]]] = {}
-        ports: dict[tuple[int, str], Port] = {}
-        for role in ROLES:
-            for index, (t_level, t_direction, _, _, _, _, t_count) in enumerate(per_role[role].transfers):
-                if t_count == 0 or (role, index) not in timing:
-                    continue
-                if self.infos[role].is_output and t_direction in ("tl", "fh"):
-                    continue
-                level = self.levels[role][t_level]
-                port = self._ports[role][t_level][t_direction]
-                key = (id(level.memory), port.name)
-                ports[key] = port
-                by_port.setdefault(key, []).append((role, index))
         recorded: dict[tuple[str, int, str], float] = {}
-        for key, members in by_port.items():
-            port = ports[key]
-            busy = 0.0
-            once = []
-            for role, index in members:
-                t_level, t_direction, _, t_amount_whole, t_bits, t_period, t_count = per_role[role].transfers[index]
-                if t_count == 1:
-                    once.append((role, index))
-                    continue
-                busy += math.ceil(t_amount_whole * t_bits / t_period)
-                recorded[(role, t_level, t_direction)] = timing[(role, index)][0]
-            surplus = max(0.0, (port.bandwidth_bits - busy) / port.bandwidth_bits * compute)
-            for role, index in sorted(once, key=lambda m: -timing[m][0]):
-                t_level, t_direction = per_role[role].transfers[index][:2]
-                minimum = math.ceil(per_role[role].first_tile / port.bandwidth_bits)
-                real = timing[(role, index)][0]
+        busy: dict[int, float] = {}
+        for state in states:
+            for slot, bits_per_cycle, real, key in state.busy_items:
+                busy[slot] = busy.get(slot, 0.0) + bits_per_cycle
+                recorded[key] = real
+        once: dict[int, list] = {}
+        for state in states:
+            for item in state.once_items:
+                members = once.get(item[0])
+                if members is None:
+                    once[item[0]] = [item]
+                else:
+                    members.append(item)
+        for slot, members in once.items():
+            bandwidth = self._slot_bandwidth[slot]
+            surplus = max(0.0, (bandwidth - busy.get(slot, 0.0)) / bandwidth * compute)
+            # the longest first (a stable sort: ties keep the order of the tensors)
+            for _, real, minimum, key in sorted(members, key=lambda m: -m[1]):
                 cut = min(max(0.0, real - minimum), surplus)
                 surplus -= cut
-                recorded[(role, t_level, t_direction)] = real - cut
+                recorded[key] = real - cut
         onload = self._combine_onload(recorded)
-        out_role = "O"
         offload = 0.0
-        for m in range(len(self.levels[out_role]) - 1):
-            offload += max(recorded.get((out_role, m, "th"), 0.0), recorded.get((out_role, m + 1, "fl"), 0.0))
+        for above, below in self._offload_keys:
+            offload += max(recorded.get(above, 0.0), recorded.get(below, 0.0))
         return onload, offload
 
     def _shared_by_inputs(self, role: str, level: int, direction: str) -> bool:
@@ -752,15 +776,24 @@ class NestModel:
             return False
         return len({r for r, _ in port.allocation if r in ("W", "I")}) > 1
 
+    def _plan_onload(self) -> dict[str, list[tuple[tuple, tuple, bool, bool]]]:
+        """Per input role and level boundary: the keys of its two transfers in `recorded` and
+        whether each one's port is shared by both inputs."""
+        return {
+            role: [
+                ((role, m, "fh"), (role, m + 1, "tl"), self._shared_by_inputs(role, m, "fh"), self._shared_by_inputs(role, m + 1, "tl"))
+                for m in range(len(self.levels[role]) - 1)
+            ]
+            for role in ("W", "I")
+        }
+
     def _combine_onload(self, recorded) -> float:
         individual = {"W": 0.0, "I": 0.0}
         half = {"W": 0.0, "I": 0.0}
         shared = {"W": 0.0, "I": 0.0}
-        for role in ("W", "I"):
-            for m in range(len(self.levels[role]) - 1):
-                cycles = max(recorded.get((role, m, "fh"), 0.0), recorded.get((role, m + 1, "tl"), 0.0))
-                first = self._shared_by_inputs(role, m, "fh")
-                second = self._shared_by_inputs(role, m + 1, "tl")
+        for role, boundaries in self._onload_plan.items():
+            for fill, drain, first, second in boundaries:
+                cycles = max(recorded.get(fill, 0.0), recorded.get(drain, 0.0))
                 if first and second:
                     shared[role] += cycles
                 elif not first and not second:
