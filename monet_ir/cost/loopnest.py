@@ -37,6 +37,7 @@ import itertools
 import math
 import random
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from targets.model import Core, MemoryLevel, Port
 
@@ -98,45 +99,26 @@ class InvalidMapping(Exception):
     """A loop order does not fit the memories (LOMA skips such orders)."""
 
 
-def _stationary_merge_down(levels, irrelevant) -> tuple[list[tuple[tuple[str, int], ...]], int]:
+def _stationary_merge_down(order: tuple, starts: tuple[int, ...], irrelevant) -> list[int]:
     """ZigZag moves the innermost loops of a level that do not index the tensor into the level
-    below (the data stays put while they run).  Returns the new levels and the product of such
-    loops left at the bottom of level 0 (cycles each MAC-level datum stays stationary).
+    below (the data stays put while they run).  The levels hold consecutive loops of `order`,
+    level i from position starts[i]; returns the positions where the levels start afterwards,
+    followed by len(order).
 
-    The levels hold consecutive loops of one order and loops only move down across a boundary,
-    so only the boundaries move: each level above the first ends up starting at the first
-    relevant loop at or after its old start (irrelevant loops fall through any level they
-    empty), which is where moving prefixes down until nothing moves leaves them."""
-    if not levels:
-        return [], 1
-    loops = [loop for level in levels for loop in level]
-    starts = [0]
-    boundary = 0
-    for level in levels[:-1]:
-        boundary += len(level)
-        # the levels below already start at or after their first relevant loop
-        start = max(boundary, starts[-1])
-        while start < len(loops) and loops[start][0] in irrelevant:
+    Loops only move down across a boundary, so only the boundaries move: each level above the
+    first ends up starting at the first relevant loop at or after its old start (irrelevant
+    loops fall through any level they empty), which is where moving prefixes down until nothing
+    moves leaves them."""
+    end = len(order)
+    bounds = [0] if starts else []
+    for start in starts[1:]:
+        # the level below already starts at or after its first relevant loop
+        start = max(start, bounds[-1])
+        while start < end and order[start][0] in irrelevant:
             start += 1
-        starts.append(start)
-    starts.append(len(loops))
-    merged = [tuple(loops[begin:end]) for begin, end in zip(starts, starts[1:])]
-    stationary = 1
-    for dim, size in merged[0]:
-        if dim not in irrelevant:
-            break
-        stationary *= size
-    return merged, stationary
-
-
-def _top_run(level: list[tuple[str, int]], members) -> int:
-    """Product of the outermost consecutive loops of `level` whose dims are in `members`."""
-    total = 1
-    for dim, size in reversed(level):
-        if dim not in members:
-            break
-        total *= size
-    return total
+        bounds.append(start)
+    bounds.append(end)
+    return bounds
 
 
 def _union_window(activities: list[tuple[int, int, int]]) -> float:
@@ -180,6 +162,14 @@ class Evaluation:
     stall: float
     onload: float
     offload: float
+
+
+class _Mapping(NamedTuple):
+    """A loop order allocated to the memories: each role's levels hold consecutive loops of
+    `order`, level i from position starts[role][i]."""
+
+    order: tuple
+    starts: dict[str, list[int]]
 
 
 class _RoleState:
@@ -267,22 +257,9 @@ class NestModel:
         # memories and physical ports numbered, for the steps that add up what tensors share
         memory_slot = {id(memory): slot for slot, memory in enumerate(self.memories)}
         self._memory_slots = tuple([memory_slot[id(level.memory)] for level in self.levels[role]] for role in ROLES)
-        port_slot: dict[tuple[int, str], int] = {}
+        self._port_slot: dict[tuple[int, str], int] = {}
         self._slot_bandwidth: list[int] = []
-        self._port_slots = {}
-        for role in ROLES:
-            self._port_slots[role] = []
-            for level, ports in zip(self.levels[role], self._ports[role]):
-                slots = {}
-                for direction, port in ports.items():
-                    if port is None:
-                        continue
-                    key = (id(level.memory), port.name)
-                    if key not in port_slot:
-                        port_slot[key] = len(self._slot_bandwidth)
-                        self._slot_bandwidth.append(port.bandwidth_bits)
-                    slots[direction] = port_slot[key]
-                self._port_slots[role].append(slots)
+        self._links = {role: [self._level_links(role, m) for m in range(len(self.levels[role]))] for role in ROLES}
         self._onload_plan = self._plan_onload()
         self._offload_keys = [(("O", m, "th"), ("O", m + 1, "fl")) for m in range(len(self.levels["O"]) - 1)]
         self._drain = self._systolic_drain()
@@ -290,6 +267,36 @@ class NestModel:
             role: _merge({}, self.levels[role][0].fanout_frac) if self.levels[role] else {} for role in ROLES
         }
         self._allocation_plan = self._plan_allocation()
+
+    def _level_links(self, role: str, m: int) -> dict[str, tuple | None]:
+        """Per direction of level m of `role`: what a transfer over its port needs to know (the
+        same for every loop order), or None when no port serves it."""
+        level = self.levels[role][m]
+        memory = level.memory
+        links: dict[str, tuple | None] = {}
+        for direction, port in self._ports[role][m].items():
+            if port is None:
+                links[direction] = None
+                continue
+            key = (id(memory), port.name)
+            if key not in self._port_slot:
+                self._port_slot[key] = len(self._slot_bandwidth)
+                self._slot_bandwidth.append(port.bandwidth_bits)
+            links[direction] = (
+                self._port_slot[key],
+                port.bandwidth_bits,
+                port.min_bandwidth_bits,
+                port.min_bandwidth_bits / port.bandwidth_bits,  # of an access, in full-width words
+                memory.read_energy_pj if direction in _READS else memory.write_energy_pj,
+                self._energy_names[role][m],
+                # the level that must be double-buffered to refill during a period: the one
+                # above for transfers to and from the higher level
+                m + 1 if direction in _HIGH else m,
+                # on/off-loading: the output's transfers towards the array are not on the way in or out
+                not (self.infos[role].is_output and direction in ("tl", "fh")),
+                (role, m, direction),  # its key in the cycles on/off-loading records
+            )
+        return links
 
     # ------------------------------------------------------------------ allocation (LOMA)
 
@@ -318,34 +325,33 @@ class NestModel:
                 plan.append((memory, steps))
         return plan
 
-    def allocate(self, ordering) -> dict[str, list[tuple[tuple[str, int], ...]]]:
+    def allocate(self, ordering) -> _Mapping:
         """Assign the loops of `ordering` (innermost first) to memory levels, bottom-up.  Each
         level of a role takes the next consecutive loops of the order."""
         order = tuple(ordering)
         total = len(order)
         start = {role: 0 for role in ROLES}  # loops of `order` already allocated, per role
+        starts: dict[str, list[int]] = {role: [] for role in ROLES}
         allocated = dict(self._initial_sizes)  # per role: loop sizes below the next level
-        mapping: dict[str, list[tuple[tuple[str, int], ...]]] = {role: [] for role in ROLES}
         for memory, steps in self._allocation_plan:
             options = [self._slice_options(step, allocated[step.role], order[start[step.role] :]) for step in steps]
             choice = self._best_combination(options, memory.size_bits)
             for step, count in zip(steps, choice):
                 role = step.role
                 begin = start[role]
-                loops = order[begin : begin + count]
+                starts[role].append(begin)
                 start[role] = begin + count
-                mapping[role].append(loops)
                 if step.is_top:
                     if begin + count < total:
                         raise InvalidMapping(f"{memory.name} cannot hold all loops of {role}")
                     continue
                 sizes = dict(allocated[role])
-                for dim, size in loops:
+                for dim, size in order[begin : begin + count]:
                     sizes[dim] = sizes.get(dim, 1) * size
                 for dim, size in step.next_fanout:
                     sizes[dim] = sizes.get(dim, 1) * size
                 allocated[role] = sizes
-        return mapping
+        return _Mapping(order, starts)
 
     @staticmethod
     def _slice_bits(info: TensorInfo, base: dict, loops, bits: float, capacity: float) -> list[float]:
@@ -572,20 +578,41 @@ class NestModel:
                     out.append((m, "fh", data[m + 1], data_w[m + 1], info.psum_bits, period, total // period))
         return out
 
-    def _role_state(self, role: str, raw_levels) -> _RoleState:
-        """Everything about one tensor's temporal mapping that does not involve the others.
+    def _role_state(self, role: str, order: tuple, starts: list[int]) -> _RoleState:
+        """Everything about one tensor's temporal mapping that does not involve the others
+        (its levels start at `starts` in `order`).
 
         Cached under a canonical key: after the stationary merge-down, only the loops of each
         level (not their order), the level's outermost relevant/irrelevant runs and the
         stationary product at the array matter, so many loop orders share an entry."""
         info = self.infos[role]
-        levels, stationary = _stationary_merge_down(raw_levels, info.irrelevant)
+        relevant = info.relevant
+        irrelevant = info.irrelevant
+        bounds = _stationary_merge_down(order, starts, irrelevant)
+        levels = [order[begin:end] for begin, end in zip(bounds, bounds[1:])]
         top_r = [1]
         top_ir = [1]
         for level in levels:
-            top_r.append(_top_run(level, info.relevant))
-            top_ir.append(_top_run(level, info.irrelevant))
-        key = (stationary, tuple(tuple(sorted(level)) for level in levels), tuple(top_r), tuple(top_ir))
+            # the outermost run of relevant or of irrelevant loops (the other run is empty)
+            run = 1
+            if level:
+                members = relevant if level[-1][0] in relevant else irrelevant
+                for dim, size in reversed(level):
+                    if dim not in members:
+                        break
+                    run *= size
+            if level and level[-1][0] in relevant:
+                top_r.append(run)
+                top_ir.append(1)
+            else:
+                top_r.append(1)
+                top_ir.append(run)
+        stationary = 1
+        for dim, size in levels[0] if levels else ():
+            if dim not in irrelevant:
+                break
+            stationary *= size
+        key = (stationary, tuple([tuple(sorted(level)) for level in levels]), tuple(top_r), tuple(top_ir))
         cache = self._role_cache[role]
         state = cache.get(key)
         if state is None:
@@ -609,12 +636,9 @@ class NestModel:
             psum = [False] * len(ir)
         transfers = self._transfers(info, view, view_w, cycles, psum)
         role_levels = self.levels[role]
-        ports = self._ports[role]
+        links = self._links[role]
         units = view["units"]
-        slots = self._port_slots[role]
         cpo = self.cycles_per_op
-        # on/off-loading: the output's transfers towards the array are not on the way in or out
-        loads = (lambda direction: direction not in ("tl", "fh")) if info.is_output else (lambda direction: True)
         first_tile = 0.0
         if role_levels:
             # the first tile of the innermost level, which on-loading cannot hide
@@ -624,32 +648,25 @@ class NestModel:
         busy_items = []
         once_items = []
         for level, direction, amount, amount_whole, bits, period, count in transfers:
-            port = ports[level][direction]
-            if port is None or count == 0:
+            link = links[level][direction]
+            if link is None or count == 0:
                 continue
-            real = math.ceil(amount_whole * bits / port.bandwidth_bits)
-            slot = slots[level][direction]
-            # the window a transfer may take: its whole period when the memory it fills (the
-            # one above for th/fh) is double-buffered, else the period over that memory's
-            # outermost irrelevant loops
-            flag_index = level + 1 if direction in _HIGH else level
+            slot, bandwidth, min_bandwidth, word_fraction, access_energy, name, flag_index, loads, record = link
+            real = math.ceil(amount_whole * bits / bandwidth)
+            # the window a transfer may take: its whole period when the memory it fills is
+            # double-buffered, else the period over that memory's outermost irrelevant loops
             allowed_buffered = math.ceil(period * cpo)
             allowed_single = math.ceil(int(period / top_ir[flag_index]) * cpo)
             stall_items.append((slot, real, allowed_buffered, allowed_single, flag_index, count))
-            if loads(direction):
+            if loads:
                 if count == 1:
-                    minimum = math.ceil(first_tile / port.bandwidth_bits)
-                    once_items.append((slot, real, minimum, (role, level, direction)))
+                    once_items.append((slot, real, math.ceil(first_tile / bandwidth), record))
                 else:
-                    busy_items.append((slot, math.ceil(amount_whole * bits / period), real, (role, level, direction)))
+                    busy_items.append((slot, math.ceil(amount_whole * bits / period), real, record))
             if amount == 0:
                 continue
-            words = math.ceil(amount * bits / port.min_bandwidth_bits) * (port.min_bandwidth_bits / port.bandwidth_bits)
-            words = int(words * count * units[level + 1])
-            memory = role_levels[level].memory
-            cost = memory.read_energy_pj if direction in _READS else memory.write_energy_pj
-            name = self._energy_names[role][level]
-            breakdown[name] = breakdown.get(name, 0.0) + words * cost
+            words = int(math.ceil(amount * bits / min_bandwidth) * word_fraction * count * units[level + 1])
+            breakdown[name] = breakdown.get(name, 0.0) + words * access_energy
         fractions = []
         for m, level in enumerate(role_levels):
             bits = (info.psum_bits if psum[m + 1] else info.bits) if info.is_output else info.bits
@@ -657,9 +674,10 @@ class NestModel:
             fractions.append(effective / level.memory.size_bits)
         return _RoleState(levels, breakdown, sum(breakdown.values()), fractions, stall_items, busy_items, once_items)
 
-    def evaluate(self, mapping: dict[str, list[tuple[tuple[str, int], ...]]]) -> Evaluation:
+    def evaluate(self, mapping: _Mapping) -> Evaluation:
         cpo = self.cycles_per_op
-        states = tuple(self._role_state(role, mapping[role]) for role in ROLES)
+        order, starts = mapping.order, mapping.starts
+        states = tuple(self._role_state(role, order, starts[role]) for role in ROLES)
         energy = self.macs_energy() + sum(state.energy for state in states)
         double = self._double_buffering(states)
         stall = self._stall(states, double)
@@ -729,9 +747,14 @@ class NestModel:
                 real, allowed, _, count = activities[0]
                 combined = (real - allowed) * (count - 1)
             else:
-                positive = sum((r - a) * (c - 1) for r, a, _, c in activities if r > a)
-                negative = sum((r - a) * (c - 1) for r, a, _, c in activities if r <= a)
-                windows = sum(a * (c - 1) for r, a, _, c in activities)
+                # integers (cycles and counts): the order of the sums does not matter
+                positive = negative = windows = 0
+                for real, allowed, _, count in activities:
+                    if real > allowed:
+                        positive += (real - allowed) * (count - 1)
+                    else:
+                        negative += (real - allowed) * (count - 1)
+                    windows += allowed * (count - 1)
                 union = _union_window([(p, a, c) for _, a, p, c in activities])
                 combined = positive + max(0.0, negative + windows - union)
             worst = max(worst, combined)
