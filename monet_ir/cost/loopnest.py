@@ -263,9 +263,10 @@ class NestModel:
         self._onload_plan = self._plan_onload()
         self._offload_keys = [(("O", m, "th"), ("O", m + 1, "fl")) for m in range(len(self.levels["O"]) - 1)]
         self._drain = self._systolic_drain()
-        self._initial_sizes = {
-            role: _merge({}, self.levels[role][0].fanout_frac) if self.levels[role] else {} for role in ROLES
-        }
+        self._initial_allocation = {}
+        for role in ROLES:
+            sizes = _merge({}, self.levels[role][0].fanout_frac) if self.levels[role] else {}
+            self._initial_allocation[role] = (sizes, tensor_elements(self.infos[role], sizes))
         self._allocation_plan = self._plan_allocation()
 
     def _level_links(self, role: str, m: int) -> dict[str, tuple | None]:
@@ -332,33 +333,36 @@ class NestModel:
         total = len(order)
         start = {role: 0 for role in ROLES}  # loops of `order` already allocated, per role
         starts: dict[str, list[int]] = {role: [] for role in ROLES}
-        allocated = dict(self._initial_sizes)  # per role: loop sizes below the next level
+        # per role: loop sizes below the next level, and the tensor's elements they touch
+        allocated = dict(self._initial_allocation)
         for memory, steps in self._allocation_plan:
-            options = [self._slice_options(step, allocated[step.role], order[start[step.role] :]) for step in steps]
-            choice = self._best_combination(options, memory.size_bits)
+            if len(steps) == 1:
+                step = steps[0]
+                choice: tuple[int, ...] = (self._best_slice(step, allocated[step.role], order[start[step.role] :]),)
+            else:
+                options = [self._slice_options(step, allocated[step.role], order[start[step.role] :]) for step in steps]
+                choice = self._best_combination(options, memory.size_bits)
             for step, count in zip(steps, choice):
                 role = step.role
                 begin = start[role]
                 starts[role].append(begin)
                 start[role] = begin + count
-                if step.is_top:
-                    if begin + count < total:
-                        raise InvalidMapping(f"{memory.name} cannot hold all loops of {role}")
+                if step.is_top:  # it took every loop left (`_slice_sizes`)
                     continue
-                sizes = dict(allocated[role])
+                sizes = dict(allocated[role][0])
                 for dim, size in order[begin : begin + count]:
                     sizes[dim] = sizes.get(dim, 1) * size
                 for dim, size in step.next_fanout:
                     sizes[dim] = sizes.get(dim, 1) * size
-                allocated[role] = sizes
+                allocated[role] = (sizes, tensor_elements(step.info, sizes))
         return _Mapping(order, starts)
 
     @staticmethod
-    def _slice_bits(info: TensorInfo, base: dict, loops, bits: float, capacity: float) -> list[float]:
+    def _slice_bits(info: TensorInfo, allocated: tuple[dict, float], loops, bits: float, capacity: float) -> list[float]:
         """Bits held for the base loops plus each prefix of `loops`, up to the first prefix
         that exceeds `capacity` (incremental: only the partially relevant input window needs
-        recomputing)."""
-        elements = tensor_elements(info, base)
+        recomputing).  `allocated`: the base loops' sizes per dim and the elements they touch."""
+        base, elements = allocated
         held = elements * bits
         result = [held]
         if held > capacity:
@@ -387,8 +391,9 @@ class NestModel:
                 break
         return result
 
-    def _slice_options(self, step: _SliceStep, allocated: dict, loops: tuple) -> list[tuple[int, float, float]]:
-        """(loops taken, bits held, accesses to the level above) per admissible slice."""
+    def _slice_sizes(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple) -> tuple[list[float], int]:
+        """Bits held at the step's memory by the slices of `loops` it can take (the base plus
+        the first i loops, i <= the returned last)."""
         info = step.info
         if info.is_output and (step.psum_above or any(dim in info.irrelevant for dim, _ in loops)):
             bits = info.psum_bits
@@ -408,6 +413,13 @@ class NestModel:
         last = 0
         while last + 1 < len(sizes) and sizes[last + 1] <= capacity:
             last += 1
+        if step.is_top and last < len(loops):
+            raise InvalidMapping(f"{memory.name} cannot hold all loops of {step.role}")
+        return sizes, last
+
+    def _slice_options(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple) -> list[tuple[int, float, float]]:
+        """(loops taken, bits held, accesses to the level above) per admissible slice."""
+        sizes, last = self._slice_sizes(step, allocated, loops)
         if step.is_top:
             return [(last, sizes[last], 0.0)]
         # A slice of i loops is loaded once per iteration of the loops above it (integers:
@@ -422,6 +434,28 @@ class NestModel:
                 reloads *= loops[i - 1][1]
         options.reverse()
         return options
+
+    def _best_slice(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple) -> int:
+        """`_best_combination` of the options of a memory that holds one role only, without
+        listing them."""
+        sizes, last = self._slice_sizes(step, allocated, loops)
+        capacity = step.memory.size_bits
+        if step.is_top:
+            if sizes[last] > capacity:
+                raise InvalidMapping("shared memory cannot hold the data below it")
+            return last
+        # below the top, the step's capacity is the memory's: every size listed fits
+        reloads = 1
+        for _, size in loops:
+            reloads *= size
+        best, best_accesses = 0, math.inf
+        for i in range(last + 1):
+            accesses = reloads * sizes[i]
+            if accesses <= best_accesses:
+                best, best_accesses = i, accesses
+            if i < len(loops):
+                reloads //= loops[i][1]
+        return best
 
     @staticmethod
     def _best_combination(lists: list[list[tuple[int, float, float]]], capacity) -> tuple[int, ...]:
