@@ -406,13 +406,15 @@ class NestModel:
             sizes = self._slice_bits(info, allocated, loops, bits, math.inf)
             full = sizes[-1]
             sizes = [s * 2 if i < len(loops) and s < full else s for i, s in enumerate(sizes)]
+            last = 0
+            while last + 1 < len(sizes) and sizes[last + 1] <= capacity:
+                last += 1
         else:
+            # every size but the last fits (`_slice_bits` stops at the first that does not)
             sizes = self._slice_bits(info, allocated, loops, bits, capacity)
+            last = len(sizes) - 1 if sizes[-1] <= capacity else len(sizes) - 2
         if sizes[0] > capacity:
             raise InvalidMapping(f"{memory.name} cannot hold the data of {step.role} below it")
-        last = 0
-        while last + 1 < len(sizes) and sizes[last + 1] <= capacity:
-            last += 1
         if step.is_top and last < len(loops):
             raise InvalidMapping(f"{memory.name} cannot hold all loops of {step.role}")
         return sizes, last
@@ -453,7 +455,7 @@ class NestModel:
             accesses = reloads * sizes[i]
             if accesses <= best_accesses:
                 best, best_accesses = i, accesses
-            if i < len(loops):
+            if i < last:
                 reloads //= loops[i][1]
         return best
 
