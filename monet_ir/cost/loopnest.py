@@ -157,7 +157,7 @@ class Evaluation:
 
     latency: float
     energy: float
-    per_role: dict  # role -> cached per-tensor state (energy breakdown, levels, transfers)
+    per_role: tuple  # per role (ROLES' order): its state (`NestModel._role_state`)
     ideal_cycles: float
     stall: float
     onload: float
@@ -263,6 +263,7 @@ class NestModel:
         self._onload_plan = self._plan_onload()
         self._offload_keys = [(("O", m, "th"), ("O", m + 1, "fl")) for m in range(len(self.levels["O"]) - 1)]
         self._drain = self._systolic_drain()
+        self._macs_energy = self.macs_energy()
         self._initial_allocation = {}
         for role in ROLES:
             sizes = _merge({}, self.levels[role][0].fanout_frac) if self.levels[role] else {}
@@ -539,64 +540,91 @@ class NestModel:
         unique = [elements[-1] / elements[a] for a in range(count + 1)]
         boost = [round(unique[m] / unique[m + 1]) for m in range(count)] + [1]
         products = [math.prod(size for _, size in part) for part in spatial]
-        view = {"spatial": spatial, "units": units, "boost": boost, "products": products}
+        relevant_sizes = [[size for dim, size in part if dim in info.relevant] for part in spatial]
+        view = {"spatial": spatial, "units": units, "boost": boost, "products": products, "relevant_sizes": relevant_sizes}
         self._spatial_cache[key] = view
         return view
 
-    def _role_view(self, role: str, levels, whole: bool) -> dict:
-        """Data held per architecture level (0 = MAC) and reuse factors of one tensor.
+    def _role_view(self, role: str, levels) -> tuple[dict, list[float]]:
+        """Data held per architecture level (0 = MAC) and reuse factors of one tensor, with the
+        fractional spatial mapping, and the data held with the integer one (the same list when
+        the mapping has no fractional unrolling).
 
         S2[a]: loops below memory a-1's outputs (its own temporal loops and fan-out) -> data held
         by one instance of memory a-1.  S1[a]: the same plus memory a's fan-out -> reuse."""
         info = self.infos[role]
-        spatial_view = self._spatial_view(role, whole)
+        spatial_view = self._spatial_view(role, whole=False)
+        if info.partial:
+            data, ir_s1 = self._window_view(info, levels, spatial_view)
+            data_whole = self._window_view(info, levels, self._spatial_view(role, whole=True))[0] if self.fractional else data
+            return {"data": data, "ir": ir_s1, "units": spatial_view["units"], "boost": spatial_view["boost"]}, data_whole
+        # `grow` without the per-dim sizes, which only a sliding window's recount needs; the
+        # integer mapping's counts in the same pass
+        relevant = info.relevant
+        spatial = spatial_view["relevant_sizes"]
+        spatial_whole = self._spatial_view(role, whole=True)["relevant_sizes"] if self.fractional else None
+        products = spatial_view["products"]
+        count = len(levels)
+        data = [1.0]
+        data_whole = [1.0] if self.fractional else data
+        ir_s1 = []
+        elements = elements_whole = 1.0
+        loops_product = 1.0
+        for a in range(count + 1):
+            for size in spatial[a]:
+                elements *= size
+            if spatial_whole is not None:
+                for size in spatial_whole[a]:
+                    elements_whole *= size
+            loops_product *= products[a]
+            ir_s1.append(loops_product / elements)
+            if a < count:
+                for dim, size in levels[a]:
+                    if dim in relevant:
+                        elements *= size
+                        elements_whole *= size
+                    loops_product *= size
+                data.append(float(round(elements)))
+                if spatial_whole is not None:
+                    data_whole.append(float(round(elements_whole)))
+        return {"data": data, "ir": ir_s1, "units": spatial_view["units"], "boost": spatial_view["boost"]}, data_whole
+
+    @staticmethod
+    def _window_view(info: TensorInfo, levels, spatial_view: dict) -> tuple[list[float], list[float]]:
+        """Data held and reuse per architecture level (`_role_view`) of a tensor with a sliding
+        window (its count needs the sizes per dim)."""
         spatial = spatial_view["spatial"]
         products = spatial_view["products"]
         count = len(levels)
         data = [1.0]
         ir_s1 = []
+        cumulative: dict = {}
         elements = 1.0
         loops_product = 1.0
-        if info.partial:
-            cumulative: dict = {}
-            for a in range(count + 1):
-                s1, s1_elements = grow(info, cumulative, elements, spatial[a])
-                s1_product = loops_product * products[a]
-                ir_s1.append(s1_product / s1_elements)
-                if a < count:
-                    cumulative, elements = grow(info, s1, s1_elements, levels[a])
-                    loops_product = s1_product
-                    for _, size in levels[a]:
-                        loops_product *= size
-                    data.append(float(round(elements)))
-        else:
-            # `grow` without the per-dim sizes, which only a sliding window's recount needs
-            relevant = info.relevant
-            for a in range(count + 1):
-                for dim, size in spatial[a]:
-                    if dim in relevant:
-                        elements *= size
-                loops_product *= products[a]
-                ir_s1.append(loops_product / elements)
-                if a < count:
-                    for dim, size in levels[a]:
-                        if dim in relevant:
-                            elements *= size
-                        loops_product *= size
-                    data.append(float(round(elements)))
-        return {"data": data, "ir": ir_s1, "units": spatial_view["units"], "boost": spatial_view["boost"]}
+        for a in range(count + 1):
+            s1, s1_elements = grow(info, cumulative, elements, spatial[a])
+            s1_product = loops_product * products[a]
+            ir_s1.append(s1_product / s1_elements)
+            if a < count:
+                cumulative, elements = grow(info, s1, s1_elements, levels[a])
+                loops_product = s1_product
+                for _, size in levels[a]:
+                    loops_product *= size
+                data.append(float(round(elements)))
+        return data, ir_s1
 
-    def _transfers(self, info: TensorInfo, view: dict, view_whole: dict, cycles: list[int], psum: list[bool]) -> list[tuple]:
+    def _transfers(self, info: TensorInfo, view: dict, data_w: list[float], cycles: list[int], psum: list[bool]) -> list[tuple]:
         """The transfers of one tensor: (level, direction, elements per period with the
         fractional and the integer spatial mapping, bits per element, period, count)."""
         count = len(self.levels[info.role])
         total = self.total_cycles
         out: list[tuple] = []
-        data, data_w = view["data"], view_whole["data"]
+        data, boost = view["data"], view["boost"]
+        boost_w = self._spatial_view(info.role, whole=True)["boost"] if self.fractional else boost
         for m in range(count):
             top = m == count - 1
-            low = data[m] * view["boost"][m]
-            low_w = data_w[m] * view_whole["boost"][m]
+            low = data[m] * boost[m]
+            low_w = data_w[m] * boost_w[m]
             if not info.is_output:
                 out.append((m, "tl", low, low_w, info.bits, cycles[m], total // cycles[m]))
                 if not top:
@@ -663,14 +691,13 @@ class NestModel:
             for _, size in level:
                 running *= size
             cycles.append(running)
-        view = self._role_view(role, levels, whole=False)
-        view_w = self._role_view(role, levels, whole=True) if self.fractional else view
+        view, data_w = self._role_view(role, levels)
         ir = view["ir"]
         if info.is_output:
             psum = [ir[-1] > ir[a] * (1 + 1e-9) for a in range(len(ir))]
         else:
             psum = [False] * len(ir)
-        transfers = self._transfers(info, view, view_w, cycles, psum)
+        transfers = self._transfers(info, view, data_w, cycles, psum)
         role_levels = self.levels[role]
         links = self._links[role]
         units = view["units"]
@@ -678,7 +705,7 @@ class NestModel:
         first_tile = 0.0
         if role_levels:
             # the first tile of the innermost level, which on-loading cannot hide
-            first_tile = view_w["data"][1] * (info.psum_bits if info.is_output and psum[1] else info.bits)
+            first_tile = data_w[1] * (info.psum_bits if info.is_output and psum[1] else info.bits)
         breakdown: dict[str, float] = {}
         stall_items = []
         busy_items = []
@@ -713,25 +740,25 @@ class NestModel:
     def evaluate(self, mapping: _Mapping) -> Evaluation:
         cpo = self.cycles_per_op
         order, starts = mapping.order, mapping.starts
-        states = tuple(self._role_state(role, order, starts[role]) for role in ROLES)
-        energy = self.macs_energy() + sum(state.energy for state in states)
+        role_state = self._role_state
+        states = tuple([role_state(role, order, starts[role]) for role in ROLES])
+        energy = self._macs_energy + sum([state.energy for state in states])
         double = self._double_buffering(states)
         stall = self._stall(states, double)
         compute = self.total_cycles * cpo + stall
         onload, offload = self._load_phases(states, compute)
         ideal = self.total_cycles * cpo
         latency = ideal + stall + onload + offload + self._drain
-        return Evaluation(latency, energy, dict(zip(ROLES, states)), ideal, stall, onload, offload)
+        return Evaluation(latency, energy, states, ideal, stall, onload, offload)
 
     def details(self, evaluation: Evaluation) -> tuple[dict[str, float], dict[str, list]]:
         """Energy breakdown and per-tensor temporal levels of an evaluation from `evaluate`."""
-        per_role = evaluation.per_role
         breakdown = {"mac": self.macs_energy()}
         temporal = {}
-        for role in ROLES:
-            for key, value in per_role[role].breakdown.items():
+        for role, state in zip(ROLES, evaluation.per_role):
+            for key, value in state.breakdown.items():
                 breakdown[key] = breakdown.get(key, 0.0) + value
-            temporal[self.infos[role].name] = per_role[role].levels
+            temporal[self.infos[role].name] = state.levels
         return breakdown, temporal
 
     def macs_energy(self) -> float:
