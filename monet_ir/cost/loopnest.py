@@ -42,7 +42,7 @@ from typing import NamedTuple
 from targets.model import Core, MemoryLevel, Port
 
 from .memory_levels import build_levels, spilled_roles
-from .nest_roles import ROLES, TensorInfo, _merge, grow, tensor_elements, tensor_infos
+from .nest_roles import ROLES, TensorInfo, _merge, grow, pr_extent, tensor_elements, tensor_infos
 from .signature import LoopNestSig
 from .spatial_mapping import spatial_mapping
 
@@ -213,6 +213,7 @@ class _SliceStep:
     capacity: float  # bits; unbounded for a top memory without DRAM behind it
     psum_above: bool  # the output: a spatial loop above accumulates into it
     next_fanout: tuple | None  # the spatial loops the level above fans out to this one
+    sliding: bool  # the tensor has a sliding window that moves (`NestModel._sliding`)
 
 
 class NestModel:
@@ -264,11 +265,29 @@ class NestModel:
         self._offload_keys = [(("O", m, "th"), ("O", m + 1, "fl")) for m in range(len(self.levels["O"]) - 1)]
         self._drain = self._systolic_drain()
         self._macs_energy = self.macs_energy()
+        # A tensor whose sliding window never moves (its window dims are all 1, as in a matrix
+        # product) has window factors of 1: its elements count like the other tensors'.
+        self._sliding = {role: self._window_moves(sig, info) for role, info in self.infos.items()}
+        # per role: the spatial view with the fractional and with the integer spatial mapping
+        # (the same without fractional unrollings)
+        self._spatial = {role: self._spatial_view(role, whole=False) for role in ROLES}
+        self._spatial_whole = {
+            role: self._spatial_view(role, whole=True) if self.fractional else self._spatial[role] for role in ROLES
+        }
         self._initial_allocation = {}
         for role in ROLES:
             sizes = _merge({}, self.levels[role][0].fanout_frac) if self.levels[role] else {}
             self._initial_allocation[role] = (sizes, tensor_elements(self.infos[role], sizes))
         self._allocation_plan = self._plan_allocation()
+
+    @staticmethod
+    def _window_moves(sig: LoopNestSig, info: TensorInfo) -> bool:
+        if not info.partial:
+            return False
+        dims = sig.dims
+        if any(dims[out_dim] > 1 or dims[filter_dim] > 1 for out_dim, filter_dim, *_ in info.partial):
+            return True
+        return any(pr_extent(1, 1, stride, dilation, full) != 1 for _, _, stride, dilation, full in info.partial)
 
     def _level_links(self, role: str, m: int) -> dict[str, tuple | None]:
         """Per direction of level m of `role`: what a transfer over its port needs to know (the
@@ -322,7 +341,7 @@ class NestModel:
                 above += [d for d, _ in self.leftovers[role][0]]
                 psum_above = info.is_output and bool(set(above) & info.irrelevant)
                 next_fanout = levels[index + 1].fanout_frac if not is_top else None
-                steps.append(_SliceStep(role, info, memory, is_top, capacity, psum_above, next_fanout))
+                steps.append(_SliceStep(role, info, memory, is_top, capacity, psum_above, next_fanout, self._sliding[role]))
             if steps:
                 plan.append((memory, steps))
         return plan
@@ -336,12 +355,22 @@ class NestModel:
         starts: dict[str, list[int]] = {role: [] for role in ROLES}
         # per role: loop sizes below the next level, and the tensor's elements they touch
         allocated = dict(self._initial_allocation)
+        # the output is held as partial sums below the last loop that accumulates into it
+        accumulating = self.infos["O"].irrelevant
+        last_accumulating = -1
+        for position, (dim, _) in enumerate(order):
+            if dim in accumulating:
+                last_accumulating = position
         for memory, steps in self._allocation_plan:
             if len(steps) == 1:
                 step = steps[0]
-                choice: tuple[int, ...] = (self._best_slice(step, allocated[step.role], order[start[step.role] :]),)
+                begin = start[step.role]
+                choice: tuple[int, ...] = (self._best_slice(step, allocated[step.role], order[begin:], begin <= last_accumulating),)
             else:
-                options = [self._slice_options(step, allocated[step.role], order[start[step.role] :]) for step in steps]
+                options = [
+                    self._slice_options(step, allocated[step.role], order[start[step.role] :], start[step.role] <= last_accumulating)
+                    for step in steps
+                ]
                 choice = self._best_combination(options, memory.size_bits)
             for step, count in zip(steps, choice):
                 role = step.role
@@ -358,61 +387,52 @@ class NestModel:
                 allocated[role] = (sizes, tensor_elements(step.info, sizes))
         return _Mapping(order, starts)
 
-    @staticmethod
-    def _slice_bits(info: TensorInfo, allocated: tuple[dict, float], loops, bits: float, capacity: float) -> list[float]:
-        """Bits held for the base loops plus each prefix of `loops`, up to the first prefix
-        that exceeds `capacity` (incremental: only the partially relevant input window needs
-        recomputing).  `allocated`: the base loops' sizes per dim and the elements they touch."""
+    def _slice_sizes(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple, accumulating: bool) -> tuple[list[float], int]:
+        """Bits held at the step's memory by the slices of `loops` it can take: the base loops
+        (`allocated`: their sizes per dim and the elements they touch) plus the first i loops,
+        i <= the returned last.  `accumulating`: a loop of `loops` runs over a dim irrelevant
+        to the output."""
+        info = step.info
+        bits = info.psum_bits if info.is_output and (step.psum_above or accumulating) else info.bits
+        memory = step.memory
+        capacity = step.capacity
+        # A double-buffered slice smaller than the whole tensor is held twice: that needs the
+        # whole tensor's size.  Otherwise the sizes stop at the first that does not fit.
+        limit = math.inf if memory.double_buffered else capacity
         base, elements = allocated
         held = elements * bits
-        result = [held]
-        if held > capacity:
-            return result
-        relevant = info.relevant
-        if not info.partial:
-            for dim, size in loops:
-                if dim in relevant:
-                    elements *= size
-                held = elements * bits
-                result.append(held)
-                if held > capacity:
-                    break
-            return result
-        sizes = dict(base)
-        partial = info.partial_of
-        for dim, size in loops:
-            sizes[dim] = sizes.get(dim, 1) * size
-            if dim in relevant:
-                elements *= size
-            elif dim in partial:
-                elements = tensor_elements(info, sizes)
-            held = elements * bits
-            result.append(held)
-            if held > capacity:
-                break
-        return result
-
-    def _slice_sizes(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple) -> tuple[list[float], int]:
-        """Bits held at the step's memory by the slices of `loops` it can take (the base plus
-        the first i loops, i <= the returned last)."""
-        info = step.info
-        if info.is_output and (step.psum_above or any(dim in info.irrelevant for dim, _ in loops)):
-            bits = info.psum_bits
-        else:
-            bits = info.bits
-        capacity = step.capacity
-        memory = step.memory
+        sizes = [held]
+        if held <= limit:
+            # incremental: only the partially relevant input window needs recounting
+            relevant = info.relevant
+            if not step.sliding:
+                for dim, size in loops:
+                    if dim in relevant:
+                        elements *= size
+                    held = elements * bits
+                    sizes.append(held)
+                    if held > limit:
+                        break
+            else:
+                window = dict(base)
+                partial = info.partial_of
+                for dim, size in loops:
+                    window[dim] = window.get(dim, 1) * size
+                    if dim in relevant:
+                        elements *= size
+                    elif dim in partial:
+                        elements = tensor_elements(info, window)
+                    held = elements * bits
+                    sizes.append(held)
+                    if held > limit:
+                        break
         if memory.double_buffered:
-            # A slice smaller than the whole tensor is held twice; that needs every prefix.
-            sizes = self._slice_bits(info, allocated, loops, bits, math.inf)
             full = sizes[-1]
             sizes = [s * 2 if i < len(loops) and s < full else s for i, s in enumerate(sizes)]
             last = 0
             while last + 1 < len(sizes) and sizes[last + 1] <= capacity:
                 last += 1
         else:
-            # every size but the last fits (`_slice_bits` stops at the first that does not)
-            sizes = self._slice_bits(info, allocated, loops, bits, capacity)
             last = len(sizes) - 1 if sizes[-1] <= capacity else len(sizes) - 2
         if sizes[0] > capacity:
             raise InvalidMapping(f"{memory.name} cannot hold the data of {step.role} below it")
@@ -420,11 +440,32 @@ class NestModel:
             raise InvalidMapping(f"{memory.name} cannot hold all loops of {step.role}")
         return sizes, last
 
-    def _slice_options(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple) -> list[tuple[int, float, float]]:
+    def _whole_slice(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple, accumulating: bool) -> float:
+        """Bits a role's top level holds with every loop left, once `_slice_sizes`' checks
+        pass.  Without a moving window or double buffering the sizes of the slices only grow
+        (elements times loop sizes >= 1), so only the smallest and the whole one are checked."""
+        if step.sliding or step.memory.double_buffered:
+            sizes, last = self._slice_sizes(step, allocated, loops, accumulating)
+            return sizes[last]
+        info = step.info
+        bits = info.psum_bits if info.is_output and (step.psum_above or accumulating) else info.bits
+        elements = allocated[1]
+        if elements * bits > step.capacity:
+            raise InvalidMapping(f"{step.memory.name} cannot hold the data of {step.role} below it")
+        relevant = info.relevant
+        for dim, size in loops:
+            if dim in relevant:
+                elements *= size
+        held = elements * bits
+        if held > step.capacity:
+            raise InvalidMapping(f"{step.memory.name} cannot hold all loops of {step.role}")
+        return held
+
+    def _slice_options(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple, accumulating: bool) -> list[tuple[int, float, float]]:
         """(loops taken, bits held, accesses to the level above) per admissible slice."""
-        sizes, last = self._slice_sizes(step, allocated, loops)
         if step.is_top:
-            return [(last, sizes[last], 0.0)]
+            return [(len(loops), self._whole_slice(step, allocated, loops, accumulating), 0.0)]
+        sizes, last = self._slice_sizes(step, allocated, loops, accumulating)
         # A slice of i loops is loaded once per iteration of the loops above it (integers:
         # the product's order does not matter).
         reloads = 1
@@ -438,15 +479,15 @@ class NestModel:
         options.reverse()
         return options
 
-    def _best_slice(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple) -> int:
+    def _best_slice(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple, accumulating: bool) -> int:
         """`_best_combination` of the options of a memory that holds one role only, without
         listing them."""
-        sizes, last = self._slice_sizes(step, allocated, loops)
         capacity = step.memory.size_bits
         if step.is_top:
-            if sizes[last] > capacity:
+            if self._whole_slice(step, allocated, loops, accumulating) > capacity:
                 raise InvalidMapping("shared memory cannot hold the data below it")
-            return last
+            return len(loops)
+        sizes, last = self._slice_sizes(step, allocated, loops, accumulating)
         # below the top, the step's capacity is the memory's: every size listed fits
         reloads = 1
         for _, size in loops:
@@ -553,16 +594,16 @@ class NestModel:
         S2[a]: loops below memory a-1's outputs (its own temporal loops and fan-out) -> data held
         by one instance of memory a-1.  S1[a]: the same plus memory a's fan-out -> reuse."""
         info = self.infos[role]
-        spatial_view = self._spatial_view(role, whole=False)
-        if info.partial:
+        spatial_view = self._spatial[role]
+        if self._sliding[role]:
             data, ir_s1 = self._window_view(info, levels, spatial_view)
-            data_whole = self._window_view(info, levels, self._spatial_view(role, whole=True))[0] if self.fractional else data
+            data_whole = self._window_view(info, levels, self._spatial_whole[role])[0] if self.fractional else data
             return {"data": data, "ir": ir_s1, "units": spatial_view["units"], "boost": spatial_view["boost"]}, data_whole
         # `grow` without the per-dim sizes, which only a sliding window's recount needs; the
         # integer mapping's counts in the same pass
         relevant = info.relevant
         spatial = spatial_view["relevant_sizes"]
-        spatial_whole = self._spatial_view(role, whole=True)["relevant_sizes"] if self.fractional else None
+        spatial_whole = self._spatial_whole[role]["relevant_sizes"] if self.fractional else None
         products = spatial_view["products"]
         count = len(levels)
         data = [1.0]
@@ -620,7 +661,7 @@ class NestModel:
         total = self.total_cycles
         out: list[tuple] = []
         data, boost = view["data"], view["boost"]
-        boost_w = self._spatial_view(info.role, whole=True)["boost"] if self.fractional else boost
+        boost_w = self._spatial_whole[info.role]["boost"]
         for m in range(count):
             top = m == count - 1
             low = data[m] * boost[m]
