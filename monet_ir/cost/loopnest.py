@@ -178,9 +178,9 @@ class _RoleState:
     transfers are kept as what the steps across tensors (double buffering, stall, on- and
     off-loading) read of them."""
 
-    __slots__ = ("levels", "breakdown", "energy", "fractions", "stall_items", "busy_items", "once_items")
+    __slots__ = ("levels", "breakdown", "energy", "fractions", "stall_items", "busy_items", "once_items", "records", "loading")
 
-    def __init__(self, levels, breakdown, energy, fractions, stall_items, busy_items, once_items):
+    def __init__(self, levels, breakdown, energy, fractions, stall_items, busy_items, once_items, records, loading):
         self.levels = levels  # the loops of each memory level after the stationary merge-down
         self.breakdown = breakdown  # energy per "memory.tensor"
         self.energy = energy
@@ -189,11 +189,13 @@ class _RoleState:
         # window if the level it fills is double-buffered and if not, which level that is, count)
         self.stall_items = stall_items
         # per on/off-loading transfer repeated during compute: (port slot, bits per cycle it
-        # keeps the port busy, cycles per period, (role, level, direction))
+        # keeps the port busy)
         self.busy_items = busy_items
         # per on/off-loading transfer that happens once: (port slot, cycles, cycles of the
         # innermost first tile that cannot be hidden, (role, level, direction))
         self.once_items = once_items
+        self.records = records  # cycles per period of the repeated ones, by (role, level, direction)
+        self.loading = loading  # `NestModel._loading` of the repeated ones
 
 
 _READS = ("tl", "th")
@@ -751,6 +753,7 @@ class NestModel:
         stall_items = []
         busy_items = []
         once_items = []
+        records: dict[tuple[str, int, str], int] = {}
         for level, direction, amount, amount_whole, bits, period, count in transfers:
             link = links[level][direction]
             if link is None or count == 0:
@@ -766,7 +769,8 @@ class NestModel:
                 if count == 1:
                     once_items.append((slot, real, math.ceil(first_tile / bandwidth), record))
                 else:
-                    busy_items.append((slot, math.ceil(amount_whole * bits / period), real, record))
+                    busy_items.append((slot, math.ceil(amount_whole * bits / period)))
+                    records[record] = real
             if amount == 0:
                 continue
             words = int(math.ceil(amount * bits / min_bandwidth) * word_fraction * count * units[level + 1])
@@ -776,7 +780,10 @@ class NestModel:
             bits = (info.psum_bits if psum[m + 1] else info.bits) if info.is_output else info.bits
             effective = (round(view["data"][m + 1]) * bits) // top_r[m + 1]
             fractions.append(effective / level.memory.size_bits)
-        return _RoleState(levels, breakdown, sum(breakdown.values()), fractions, stall_items, busy_items, once_items)
+        # on/off-loading: the transfers that happen once take a share of what the other
+        # tensors leave of their ports (`_load_phases`); without them it is the tensor's own
+        loading = self._loading(role, records)
+        return _RoleState(levels, breakdown, sum(breakdown.values()), fractions, stall_items, busy_items, once_items, records, loading)
 
     def evaluate(self, mapping: _Mapping) -> Evaluation:
         cpo = self.cycles_per_op
@@ -868,33 +875,55 @@ class NestModel:
         """Cycles to fill the lower levels before the first MAC and to drain the last outputs.
         Transfers that happen once are hidden behind compute as far as the port has spare
         bandwidth, down to the innermost level's first tile (ZigZag's on/off-loading)."""
-        recorded: dict[tuple[str, int, str], float] = {}
-        busy: dict[int, float] = {}
-        for state in states:
-            for slot, bits_per_cycle, real, key in state.busy_items:
-                busy[slot] = busy.get(slot, 0.0) + bits_per_cycle
-                recorded[key] = real
-        once: dict[int, list] = {}
-        for state in states:
-            for item in state.once_items:
-                members = once.get(item[0])
-                if members is None:
-                    once[item[0]] = [item]
-                else:
-                    members.append(item)
-        for slot, members in once.items():
-            bandwidth = self._slot_bandwidth[slot]
-            surplus = max(0.0, (bandwidth - busy.get(slot, 0.0)) / bandwidth * compute)
-            # the longest first (a stable sort: ties keep the order of the tensors)
-            for _, real, minimum, key in sorted(members, key=lambda m: -m[1]):
-                cut = min(max(0.0, real - minimum), surplus)
-                surplus -= cut
-                recorded[key] = real - cut
-        onload = self._combine_onload(recorded)
-        offload = 0.0
-        for above, below in self._offload_keys:
-            offload += max(recorded.get(above, 0.0), recorded.get(below, 0.0))
-        return onload, offload
+        loading = [state.loading for state in states]
+        if any(state.once_items for state in states):
+            busy: dict[int, float] = {}
+            for state in states:
+                for slot, bits_per_cycle in state.busy_items:
+                    busy[slot] = busy.get(slot, 0.0) + bits_per_cycle
+            recorded = [dict(state.records) for state in states]
+            once: dict[int, list] = {}
+            for position, state in enumerate(states):
+                for item in state.once_items:
+                    members = once.get(item[0])
+                    if members is None:
+                        once[item[0]] = [(position, *item)]
+                    else:
+                        members.append((position, *item))
+            for slot, members in once.items():
+                bandwidth = self._slot_bandwidth[slot]
+                surplus = max(0.0, (bandwidth - busy.get(slot, 0.0)) / bandwidth * compute)
+                # the longest first (a stable sort: ties keep the order of the tensors)
+                for position, _, real, minimum, key in sorted(members, key=lambda m: -m[2]):
+                    cut = min(max(0.0, real - minimum), surplus)
+                    surplus -= cut
+                    recorded[position][key] = real - cut
+            loading = [self._loading(role, records) for role, records in zip(ROLES, recorded)]
+        (shared_w, half_w, individual_w), (shared_i, half_i, individual_i), offload = loading
+        one = shared_w + max(shared_i + half_i + individual_i, half_w + individual_w)
+        two = shared_i + max(shared_w + half_w + individual_w, half_i + individual_i)
+        return min(one, two), offload
+
+    def _loading(self, role: str, recorded: dict) -> tuple[float, float, float] | float:
+        """One tensor's part of on- or off-loading from the cycles of its transfers: for an
+        input, the cycles of its level boundaries whose two ports are both shared by the
+        inputs, of the last boundary with one shared port, and of those with none; for the
+        output, the cycles to drain it."""
+        if role == "O":
+            offload = 0.0
+            for above, below in self._offload_keys:
+                offload += max(recorded.get(above, 0.0), recorded.get(below, 0.0))
+            return offload
+        shared = half = individual = 0.0
+        for fill, drain, first, second in self._onload_plan[role]:
+            cycles = max(recorded.get(fill, 0.0), recorded.get(drain, 0.0))
+            if first and second:
+                shared += cycles
+            elif not first and not second:
+                individual += cycles
+            else:
+                half = cycles
+        return shared, half, individual
 
     def _shared_by_inputs(self, role: str, level: int, direction: str) -> bool:
         memory = self.levels[role][level].memory
@@ -913,23 +942,6 @@ class NestModel:
             ]
             for role in ("W", "I")
         }
-
-    def _combine_onload(self, recorded) -> float:
-        individual = {"W": 0.0, "I": 0.0}
-        half = {"W": 0.0, "I": 0.0}
-        shared = {"W": 0.0, "I": 0.0}
-        for role, boundaries in self._onload_plan.items():
-            for fill, drain, first, second in boundaries:
-                cycles = max(recorded.get(fill, 0.0), recorded.get(drain, 0.0))
-                if first and second:
-                    shared[role] += cycles
-                elif not first and not second:
-                    individual[role] += cycles
-                else:
-                    half[role] = cycles
-        one = shared["W"] + max(shared["I"] + half["I"] + individual["I"], half["W"] + individual["W"])
-        two = shared["I"] + max(shared["W"] + half["W"] + individual["W"], half["I"] + individual["I"])
-        return min(one, two)
 
     def _systolic_drain(self) -> int:
         drain = 0
