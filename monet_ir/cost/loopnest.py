@@ -151,6 +151,21 @@ def _union_window(activities: list[tuple[int, int, int]]) -> float:
     return covered(len(ordered) - 1, longest[0]) * longest[2]
 
 
+def _shared_port_stall(activities: list[tuple[int, int, int, int]]) -> float:
+    """Stall (+) or slack (-) cycles of a port several transfers use, as ZigZag combines them.
+    activities: (cycles needed, cycles allowed, period, count) per transfer."""
+    # integers (cycles and counts): the order of the sums does not matter
+    positive = negative = windows = 0
+    for real, allowed, _, count in activities:
+        if real > allowed:
+            positive += (real - allowed) * (count - 1)
+        else:
+            negative += (real - allowed) * (count - 1)
+        windows += allowed * (count - 1)
+    union = _union_window([(period, allowed, count) for _, allowed, period, count in activities])
+    return positive + max(0.0, negative + windows - union)
+
+
 @dataclass
 class Evaluation:
     """Cost of one temporal mapping (all figures for the whole op)."""
@@ -248,6 +263,7 @@ class NestModel:
         self.bounded_top = {role: role in self.spilled or core.dram is not None for role in ROLES}
         self.fractional = any(u.frac != u.whole for u in self.unrolls)
         self._role_cache: dict[str, dict] = {role: {} for role in ROLES}
+        self._shared_port_stall: dict[tuple, float] = {}  # activities of a shared port -> its stall
         self._spatial_cache: dict = {}
         # per role and level: the port serving each direction, and the energy breakdown's name
         self._ports = {
@@ -696,33 +712,36 @@ class NestModel:
         relevant = info.relevant
         irrelevant = info.irrelevant
         bounds = _stationary_merge_down(order, starts, irrelevant)
-        levels = [order[begin:end] for begin, end in zip(bounds, bounds[1:])]
+        loops = []  # per level, its loops sorted
         top_r = [1]
         top_ir = [1]
-        for level in levels:
+        for begin, end in zip(bounds, bounds[1:]):
+            loops.append(tuple(sorted(order[begin:end])))
             # the outermost run of relevant or of irrelevant loops (the other run is empty)
             run = 1
-            if level:
-                members = relevant if level[-1][0] in relevant else irrelevant
-                for dim, size in reversed(level):
-                    if dim not in members:
-                        break
-                    run *= size
-            if level and level[-1][0] in relevant:
-                top_r.append(run)
-                top_ir.append(1)
-            else:
+            if begin == end:
                 top_r.append(1)
-                top_ir.append(run)
+                top_ir.append(1)
+                continue
+            outermost_relevant = order[end - 1][0] in relevant
+            members = relevant if outermost_relevant else irrelevant
+            position = end - 1
+            while position >= begin and order[position][0] in members:
+                run *= order[position][1]
+                position -= 1
+            top_r.append(run if outermost_relevant else 1)
+            top_ir.append(1 if outermost_relevant else run)
         stationary = 1
-        for dim, size in levels[0] if levels else ():
-            if dim not in irrelevant:
-                break
-            stationary *= size
-        key = (stationary, tuple([tuple(sorted(level)) for level in levels]), tuple(top_r), tuple(top_ir))
+        if bounds:
+            position = 0
+            while position < bounds[1] and order[position][0] in irrelevant:
+                stationary *= order[position][1]
+                position += 1
+        key = (stationary, tuple(loops), tuple(top_r), tuple(top_ir))
         cache = self._role_cache[role]
         state = cache.get(key)
         if state is None:
+            levels = [order[begin:end] for begin, end in zip(bounds, bounds[1:])]
             state = cache[key] = self._new_role_state(info, levels, stationary, top_r, top_ir)
         return state
 
@@ -858,16 +877,11 @@ class NestModel:
                 real, allowed, _, count = activities[0]
                 combined = (real - allowed) * (count - 1)
             else:
-                # integers (cycles and counts): the order of the sums does not matter
-                positive = negative = windows = 0
-                for real, allowed, _, count in activities:
-                    if real > allowed:
-                        positive += (real - allowed) * (count - 1)
-                    else:
-                        negative += (real - allowed) * (count - 1)
-                    windows += allowed * (count - 1)
-                union = _union_window([(p, a, c) for _, a, p, c in activities])
-                combined = positive + max(0.0, negative + windows - union)
+                # ports shared by several transfers recur from one loop order to the next
+                key = tuple(activities)
+                combined = self._shared_port_stall.get(key)
+                if combined is None:
+                    combined = self._shared_port_stall[key] = _shared_port_stall(activities)
             worst = max(worst, combined)
         return worst
 
