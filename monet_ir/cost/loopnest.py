@@ -151,6 +151,14 @@ def _union_window(activities: list[tuple[int, int, int]]) -> float:
     return covered(len(ordered) - 1, longest[0]) * longest[2]
 
 
+def _next_prime(n: int) -> int:
+    """The smallest prime above n."""
+    candidate = n + 1
+    while candidate < 2 or any(candidate % d == 0 for d in range(2, math.isqrt(candidate) + 1)):
+        candidate += 1
+    return candidate
+
+
 def _shared_port_stall(activities: list[tuple[int, int, int, int]]) -> float:
     """Stall (+) or slack (-) cycles of a port several transfers use, as ZigZag combines them.
     activities: (cycles needed, cycles allowed, period, count) per transfer."""
@@ -219,7 +227,7 @@ _HIGH = ("th", "fh")
 _DOUBLE_BUFFER_ORDER = (ROLES.index("O"), ROLES.index("W"), ROLES.index("I"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _SliceStep:
     """What one role allocates at one memory (the same for every loop order)."""
 
@@ -264,6 +272,7 @@ class NestModel:
         self.fractional = any(u.frac != u.whole for u in self.unrolls)
         self._role_cache: dict[str, dict] = {role: {} for role in ROLES}
         self._shared_port_stall: dict[tuple, float] = {}  # activities of a shared port -> its stall
+        self._loop_primes: dict[tuple[str, int], int] = {}  # `_order_codes`
         self._spatial_cache: dict = {}
         # per role and level: the port serving each direction, and the energy breakdown's name
         self._ports = {
@@ -701,9 +710,22 @@ class NestModel:
                     out.append((m, "fh", data[m + 1], data_w[m + 1], info.psum_bits, period, total // period))
         return out
 
-    def _role_state(self, role: str, order: tuple, starts: list[int]) -> _RoleState:
+    def _order_codes(self, order: tuple) -> list[int]:
+        """Products of the first i loops' codes, i = 0..len(order): each distinct loop (dim,
+        size) has its own prime, so the product over a level identifies the level's multiset
+        of loops (unique factorization) without sorting them."""
+        primes = self._loop_primes
+        codes = [1]
+        for loop in order:
+            prime = primes.get(loop)
+            if prime is None:
+                prime = primes[loop] = _next_prime(max(primes.values(), default=1))
+            codes.append(codes[-1] * prime)
+        return codes
+
+    def _role_state(self, role: str, order: tuple, starts: list[int], codes: list[int]) -> _RoleState:
         """Everything about one tensor's temporal mapping that does not involve the others
-        (its levels start at `starts` in `order`).
+        (its levels start at `starts` in `order`; `codes`: `_order_codes(order)`).
 
         Cached under a canonical key: after the stationary merge-down, only the loops of each
         level (not their order), the level's outermost relevant/irrelevant runs and the
@@ -712,11 +734,11 @@ class NestModel:
         relevant = info.relevant
         irrelevant = info.irrelevant
         bounds = _stationary_merge_down(order, starts, irrelevant)
-        loops = []  # per level, its loops sorted
+        loops = []  # per level, the code of its multiset of loops (`_order_codes`)
         top_r = [1]
         top_ir = [1]
         for begin, end in zip(bounds, bounds[1:]):
-            loops.append(tuple(sorted(order[begin:end])))
+            loops.append(codes[end] // codes[begin])
             # the outermost run of relevant or of irrelevant loops (the other run is empty)
             run = 1
             if begin == end:
@@ -808,7 +830,8 @@ class NestModel:
         cpo = self.cycles_per_op
         order, starts = mapping.order, mapping.starts
         role_state = self._role_state
-        states = tuple([role_state(role, order, starts[role]) for role in ROLES])
+        codes = self._order_codes(order)
+        states = tuple([role_state(role, order, starts[role], codes) for role in ROLES])
         energy = self._macs_energy + sum([state.energy for state in states])
         double = self._double_buffering(states)
         stall = self._stall(states, double)
