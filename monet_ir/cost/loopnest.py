@@ -492,40 +492,50 @@ class NestModel:
         """(loops taken, bits held, accesses to the level above) per admissible slice."""
         if step.is_top:
             return [(len(loops), self._whole_slice(step, allocated, loops, accumulating), 0.0)]
-        sizes, last = self._slice_sizes(step, allocated, loops, accumulating)
         # A slice of i loops is loaded once per iteration of the loops above it (integers:
-        # the product's order does not matter).
-        reloads = 1
-        for _, size in loops[last:]:
-            reloads *= size
-        options = []
-        for i in range(last, -1, -1):
-            options.append((i, sizes[i], reloads * sizes[i]))
-            if i:
-                reloads *= loops[i - 1][1]
-        options.reverse()
-        return options
-
-    def _best_slice(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple, accumulating: bool) -> int:
-        """`_best_combination` of the options of a memory that holds one role only, without
-        listing them."""
-        capacity = step.memory.size_bits
-        if step.is_top:
-            if self._whole_slice(step, allocated, loops, accumulating) > capacity:
-                raise InvalidMapping("shared memory cannot hold the data below it")
-            return len(loops)
-        sizes, last = self._slice_sizes(step, allocated, loops, accumulating)
-        # below the top, the step's capacity is the memory's: every size listed fits
+        # exact in any order).
         reloads = 1
         for _, size in loops:
             reloads *= size
+        if step.sliding or step.memory.double_buffered:
+            sizes, last = self._slice_sizes(step, allocated, loops, accumulating)
+            options = []
+            for taken in range(last + 1):
+                options.append((taken, sizes[taken], reloads * sizes[taken]))
+                if taken < last:
+                    reloads //= loops[taken][1]
+            return options
+        # `_slice_sizes` and the options in one pass, up to the first slice that does not fit
+        info = step.info
+        bits = info.psum_bits if info.is_output and (step.psum_above or accumulating) else info.bits
+        capacity = step.capacity
+        elements = allocated[1]
+        held = elements * bits
+        if held > capacity:
+            raise InvalidMapping(f"{step.memory.name} cannot hold the data of {step.role} below it")
+        relevant = info.relevant
+        options = [(0, held, reloads * held)]
+        for taken, (dim, size) in enumerate(loops, 1):
+            if dim in relevant:
+                elements *= size
+            held = elements * bits
+            if held > capacity:
+                break
+            reloads //= size
+            options.append((taken, held, reloads * held))
+        return options
+
+    def _best_slice(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple, accumulating: bool) -> int:
+        """`_best_combination` of the options of a memory that holds one role only."""
+        if step.is_top:
+            if self._whole_slice(step, allocated, loops, accumulating) > step.memory.size_bits:
+                raise InvalidMapping("shared memory cannot hold the data below it")
+            return len(loops)
+        # below the top, the step's capacity is the memory's: every slice listed fits
         best, best_accesses = 0, math.inf
-        for i in range(last + 1):
-            accesses = reloads * sizes[i]
+        for taken, _, accesses in self._slice_options(step, allocated, loops, accumulating):
             if accesses <= best_accesses:
-                best, best_accesses = i, accesses
-            if i < last:
-                reloads //= loops[i][1]
+                best, best_accesses = taken, accesses
         return best
 
     @staticmethod
