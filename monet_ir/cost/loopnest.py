@@ -543,9 +543,9 @@ class NestModel:
         """The slice per role (`lists`: each role's `_slice_options`) minimizing the accesses to
         the level above with all slices fitting together (sizes grow with the slice, so loops
         stop at the first overflow; the last of equal choices wins, as in LOMA)."""
-        if sum(option[0][1] for option in lists) > capacity:
+        if sum([option[0][1] for option in lists]) > capacity:
             raise InvalidMapping("shared memory cannot hold the data below it")
-        best: tuple[int, ...] = tuple(option[0][0] for option in lists)
+        best: tuple[int, ...] = tuple([option[0][0] for option in lists])
         best_accesses = math.inf
         if len(lists) == 1:
             for taken, size, accesses in lists[0]:
