@@ -623,10 +623,10 @@ class NestModel:
         self._spatial_cache[key] = view
         return view
 
-    def _role_view(self, role: str, levels) -> tuple[dict, list[float]]:
-        """Data held per architecture level (0 = MAC) and reuse factors of one tensor, with the
-        fractional spatial mapping, and the data held with the integer one (the same list when
-        the mapping has no fractional unrolling).
+    def _role_view(self, role: str, levels) -> tuple[list[float], list[float], list[float] | None]:
+        """Data held per architecture level (0 = MAC) of one tensor with the fractional and
+        with the integer spatial mapping (the same list when the mapping has no fractional
+        unrolling), and for the output its reuse factors (the inputs do not need them).
 
         S2[a]: loops below memory a-1's outputs (its own temporal loops and fan-out) -> data held
         by one instance of memory a-1.  S1[a]: the same plus memory a's fan-out -> reuse."""
@@ -635,10 +635,11 @@ class NestModel:
         if self._sliding[role]:
             data, ir_s1 = self._window_view(info, levels, spatial_view)
             data_whole = self._window_view(info, levels, self._spatial_whole[role])[0] if self.fractional else data
-            return {"data": data, "ir": ir_s1, "units": spatial_view["units"], "boost": spatial_view["boost"]}, data_whole
+            return data, data_whole, ir_s1
         # `grow` without the per-dim sizes, which only a sliding window's recount needs; the
         # integer mapping's counts in the same pass
         relevant = info.relevant
+        reuse = info.is_output
         spatial = spatial_view["relevant_sizes"]
         spatial_whole = self._spatial_whole[role]["relevant_sizes"] if self.fractional else None
         products = spatial_view["products"]
@@ -654,18 +655,21 @@ class NestModel:
             if spatial_whole is not None:
                 for size in spatial_whole[a]:
                     elements_whole *= size
-            loops_product *= products[a]
-            ir_s1.append(loops_product / elements)
+            if reuse:
+                loops_product *= products[a]
+                ir_s1.append(loops_product / elements)
             if a < count:
                 for dim, size in levels[a]:
                     if dim in relevant:
                         elements *= size
                         elements_whole *= size
-                    loops_product *= size
+                if reuse:
+                    for _, size in levels[a]:
+                        loops_product *= size
                 data.append(float(round(elements)))
                 if spatial_whole is not None:
                     data_whole.append(float(round(elements_whole)))
-        return {"data": data, "ir": ir_s1, "units": spatial_view["units"], "boost": spatial_view["boost"]}, data_whole
+        return data, data_whole, ir_s1 if reuse else None
 
     @staticmethod
     def _window_view(info: TensorInfo, levels, spatial_view: dict) -> tuple[list[float], list[float]]:
@@ -691,13 +695,13 @@ class NestModel:
                 data.append(float(round(elements)))
         return data, ir_s1
 
-    def _transfers(self, info: TensorInfo, view: dict, data_w: list[float], cycles: list[int], psum: list[bool]) -> list[tuple]:
+    def _transfers(self, info: TensorInfo, data: list[float], data_w: list[float], cycles: list[int], psum: list[bool]) -> list[tuple]:
         """The transfers of one tensor: (level, direction, elements per period with the
         fractional and the integer spatial mapping, bits per element, period, count)."""
         count = len(self.levels[info.role])
         total = self.total_cycles
         out: list[tuple] = []
-        data, boost = view["data"], view["boost"]
+        boost = self._spatial[info.role]["boost"]
         boost_w = self._spatial_whole[info.role]["boost"]
         for m in range(count):
             top = m == count - 1
@@ -785,16 +789,15 @@ class NestModel:
             for _, size in level:
                 running *= size
             cycles.append(running)
-        view, data_w = self._role_view(role, levels)
-        ir = view["ir"]
-        if info.is_output:
+        data, data_w, ir = self._role_view(role, levels)
+        if ir is not None:
             psum = [ir[-1] > ir[a] * (1 + 1e-9) for a in range(len(ir))]
         else:
-            psum = [False] * len(ir)
-        transfers = self._transfers(info, view, data_w, cycles, psum)
+            psum = [False] * len(data)
+        transfers = self._transfers(info, data, data_w, cycles, psum)
         role_levels = self.levels[role]
         links = self._links[role]
-        units = view["units"]
+        units = self._spatial[role]["units"]
         cpo = self.cycles_per_op
         first_tile = 0.0
         if role_levels:
@@ -829,7 +832,7 @@ class NestModel:
         fractions = []
         for m, level in enumerate(role_levels):
             bits = (info.psum_bits if psum[m + 1] else info.bits) if info.is_output else info.bits
-            effective = (round(view["data"][m + 1]) * bits) // top_r[m + 1]
+            effective = (round(data[m + 1]) * bits) // top_r[m + 1]
             fractions.append(effective / level.memory.size_bits)
         # on/off-loading: the transfers that happen once take a share of what the other
         # tensors leave of their ports (`_load_phases`); without them it is the tensor's own
