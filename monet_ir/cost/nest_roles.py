@@ -82,8 +82,12 @@ def tensor_elements(info: TensorInfo, sizes: dict) -> float:
     for dim in info.relevant:
         total *= get(dim, 1)
     for out_dim, filt_dim, stride, dilation, full in info.partial:
-        # ZigZag truncates fractional (spatially unrolled) sizes of window dims.
-        total *= pr_extent(int(get(out_dim, 1)), int(get(filt_dim, 1)), stride, dilation, full)
+        # ZigZag truncates fractional (spatially unrolled) sizes of window dims.  (`pr_extent`,
+        # inlined: the loop-nest search counts elements tens of thousands of times.)
+        a, b = int(get(out_dim, 1)), int(get(filt_dim, 1))
+        g = math.gcd(stride, dilation)
+        size = a * b - max(0, b - stride // g) * (a - dilation // g)
+        total *= full if full < size else size
     return total
 
 
