@@ -411,7 +411,14 @@ class NestModel:
                     sizes[dim] = sizes.get(dim, 1) * size
                 for dim, size in step.next_fanout:
                     sizes[dim] = sizes.get(dim, 1) * size
-                allocated[role] = (sizes, tensor_elements(step.info, sizes))
+                if step.sliding:
+                    elements = tensor_elements(step.info, sizes)
+                else:
+                    # `tensor_elements` without the window factors, which are 1 (`_sliding`)
+                    elements = 1.0
+                    for dim in step.info.relevant:
+                        elements *= sizes.get(dim, 1)
+                allocated[role] = (sizes, elements)
         return _Mapping(order, starts)
 
     def _slice_sizes(self, step: _SliceStep, allocated: tuple[dict, float], loops: tuple, accumulating: bool) -> tuple[list[float], int]:
