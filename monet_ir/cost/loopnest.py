@@ -113,7 +113,8 @@ def _stationary_merge_down(order: tuple, starts: tuple[int, ...], irrelevant) ->
     bounds = [0] if starts else []
     for start in starts[1:]:
         # the level below already starts at or after its first relevant loop
-        start = max(start, bounds[-1])
+        if start < bounds[-1]:
+            start = bounds[-1]
         while start < end and order[start][0] in irrelevant:
             start += 1
         bounds.append(start)
@@ -925,15 +926,17 @@ class NestModel:
                 combined = self._shared_port_stall.get(key)
                 if combined is None:
                     combined = self._shared_port_stall[key] = _shared_port_stall(activities)
-            worst = max(worst, combined)
+            if combined > worst:  # max(), as a comparison: it runs per port and order
+                worst = combined
         return worst
 
     def _load_phases(self, states: tuple[_RoleState, ...], compute: float) -> tuple[float, float]:
         """Cycles to fill the lower levels before the first MAC and to drain the last outputs.
         Transfers that happen once are hidden behind compute as far as the port has spare
         bandwidth, down to the innermost level's first tile (ZigZag's on/off-loading)."""
-        loading = [state.loading for state in states]
-        if any(state.once_items for state in states):
+        w_state, i_state, o_state = states  # ROLES' order
+        loading = [w_state.loading, i_state.loading, o_state.loading]
+        if w_state.once_items or i_state.once_items or o_state.once_items:
             busy: dict[int, float] = {}
             for state in states:
                 for slot, bits_per_cycle in state.busy_items:
