@@ -738,11 +738,13 @@ class NestModel:
         of loops (unique factorization) without sorting them."""
         primes = self._loop_primes
         codes = [1]
+        code = 1
         for loop in order:
             prime = primes.get(loop)
-            if prime is None:
+            if prime is None:  # the first order of a search
                 prime = primes[loop] = _next_prime(max(primes.values(), default=1))
-            codes.append(codes[-1] * prime)
+            code *= prime
+            codes.append(code)
         return codes
 
     def _role_state(self, role: str, order: tuple, starts: list[int], codes: list[int]) -> _RoleState:
