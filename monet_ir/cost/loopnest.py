@@ -29,6 +29,16 @@ Everything is plain Python on tuples; no IR and no numpy.
 Steps 1 to 3 live in their own modules: `nest_roles` (the tensors and their roles),
 `spatial_mapping` and `memory_levels` (the hierarchy per role, DRAM spilling); this module holds
 the temporal mapping, the evaluation of a mapping (`NestModel`) and the search.
+
+A report prices each distinct layer once per core, and a sweep gives every design point new
+cores, so the ~40 orders of a search are the cost model's hot loop.  `NestModel` therefore
+computes once per (signature, core) everything that does not depend on the order (the
+allocation plan, per level and direction the port a transfer uses, the spatial views), keeps a
+role's state per canonical key (most of an evaluation: levels, energy, transfers as the steps
+across tensors read them), and leaves to each evaluation only what involves the three tensors
+together (double buffering of shared memories, the stall of shared ports, on/off-loading).
+Every float is computed by the same operations in the same order as the plain formulation
+(multiplications by an exact 1 skipped); only integer arithmetic is regrouped.
 """
 
 from __future__ import annotations
