@@ -24,7 +24,7 @@ class TensorInfo:
     name: str  # W, I or O: which tensor of the forward nest
     role: str  # W, I or O: which memories hold it
     is_output: bool
-    relevant: frozenset
+    relevant: tuple  # in `RELEVANT_DIMS`' order: products over them are rounded the same in every process
     partial: tuple  # ((out_dim, filter_dim, stride, dilation, full_extent), ...)
     irrelevant: frozenset
     bits: int  # stored width of inputs, final width of the output
@@ -57,7 +57,7 @@ def tensor_infos(sig: LoopNestSig) -> dict[str, TensorInfo]:
             name=tensor,
             role=role,
             is_output=role == "O",
-            relevant=frozenset(relevant),
+            relevant=RELEVANT_DIMS[tensor],
             partial=partial,
             irrelevant=irrelevant,
             bits=sig.final_bits(tensor),

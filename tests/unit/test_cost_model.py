@@ -321,3 +321,26 @@ def test_onnx_layers_read_conv_gemm_matmul():
     linear = sigs["linear3d"]
     assert (linear.g, linear.b, linear.c, linear.k) == (1, 256, 768, 3072)
     assert linear.macs == 2 * 128 * 768 * 3072
+
+
+def test_costs_are_the_same_in_every_process():
+    # Python salts string hashes per process: a product over a set of dim names was rounded in a
+    # process's own order, and with fractional unrollings a search then chose another mapping
+    # (this conv on eyeriss_like: 410,405 or 411,531 cycles by PYTHONHASHSEED)
+    import os
+    import subprocess
+    import sys
+
+    program = (
+        "import sys; from monet_ir.cost import LoopNestSig, cost_of; from targets import target_from_zigzag_core\n"
+        f"core = target_from_zigzag_core({str(CORES / 'eyeriss_like.yaml')!r}, {str(CORES / 'offchip.yaml')!r}).cores[0]\n"
+        "sig = LoopNestSig('conv', b=1, k=512, c=256, oy=7, ox=7, fy=3, fx=3, stride=(2, 2), pads=(1, 1, 1, 1), "
+        "w_bits=8, i_bits=8, o_bits=8, psum_bits=16)\n"
+        "print(repr(cost_of(sig, core)))\n"
+    )
+    costs = set()
+    for seed in ("0", "1", "2", "3"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, MONET_COST_CACHE="off")
+        run = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, check=True)
+        costs.add(run.stdout)
+    assert len(costs) == 1
