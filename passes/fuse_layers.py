@@ -151,12 +151,14 @@ class FuseLayersPass(ModulePass):
 
 @functools.lru_cache(maxsize=32)
 def _mac_array_memory(target_name: str, stamp: tuple[int, int] | None) -> int:
-    """The smallest top memory of the target's MAC-array cores (the fusion budget)."""
+    """The smallest top memory of the target's MAC-array cores, or of all its cores when none is
+    a MAC array (a target of vector cores): the fusion budget."""
     from monet_ir.schedule.scheduler import top_memory
     from targets import get_target
 
     target = get_target(target_name)
-    return int(min(top_memory(c)[1] for c in target.cores if c.kind == "mac_array") or 0)
+    cores = [c for c in target.cores if c.kind == "mac_array"] or target.cores
+    return int(min(top_memory(c)[1] for c in cores) or 0)
 
 
 def preferred_axis(op: Operation) -> int | None:

@@ -174,3 +174,20 @@ def test_recompute_inside_a_backward_stack_schedules():
     assert first_tile in copy.preds and before[-1].index != first_tile
     s = schedule(graph, get_target("edge_npu"))
     assert len(s.tasks) == len(graph.tasks)
+
+
+def test_a_target_without_mac_arrays_sizes_tiles_by_its_vector_cores():
+    # Stream's SIMD core file alone: no MAC-array core, so the fusion budget is the smallest top
+    # memory of the cores it has (it was an internal error: min() of nothing)
+    from passes.fuse_layers import _mac_array_memory
+    from monet_ir.schedule.scheduler import top_memory
+
+    simd = str(REPO / "tests" / "data" / "stream_hw" / "cores" / "simd.yaml")
+    target = get_target(simd)
+    assert all(c.kind != "mac_array" for c in target.cores)
+    assert _mac_array_memory(simd, None) == min(int(top_memory(c)[1]) for c in target.cores) > 0
+    module = import_onnx(REPO / "tests" / "data" / "models" / "mlp_b4.onnx")
+    AutodiffPass().apply(Context(), module)
+    InsertOptimizerPass().apply(Context(), module)
+    FuseLayersPass(mode="auto", target=simd).apply(Context(), module)
+    assert schedule(extract(step_function(module), bits=8), target).latency_cycles > 0  # (int8: ZigZag files)
