@@ -71,14 +71,15 @@ class ExploreError(MonetError):
 
 YOUNG_COLLECTION_THRESHOLD = 500_000
 
-GRAPH_CACHE_TASKS = 16_000
+GRAPH_CACHE_TASKS = 4_000
 """The tasks of the task graphs an `Evaluator` keeps, in all: candidates that differ only in their
 allocation share a graph, but in a search they rarely come within a few evaluations of each other
-(GPT-2 small b8, every gene, 64 x 50: 9 of 3,029 evaluations within 32 of the last with the same
-graph; ResNet-18 b1 layer by layer, 64 x 20: 25 of 1,225), while every graph kept alive is walked
-again by the garbage collector's older generations. Layer by layer, 32 graphs of ~300-500 tasks
-fit; fused graphs of ~2,000 tasks keep the last 8 (a fifth of an evaluation's collector time saved
-on the captured GPT-2 search's candidates)."""
+(GPT-2 small b8, every gene, 64 x 50: 2 of 3,029 evaluations within 8 of the last with the same
+graph, 9 within 32; ResNet-18 b1 layer by layer, 64 x 20: 25 of 1,225 within 32), while every
+graph kept alive is walked again by the garbage collector and freed late, out of the processor's
+caches (`monet_ir.schedule.scheduler.ScheduleMemo.GRAPH_TASKS`, which keeps the tables of as
+many). Layer by layer, 8-13 graphs of ~300-500 tasks fit; fused graphs of ~2,000 tasks keep the
+last one or two."""
 
 
 @contextmanager
