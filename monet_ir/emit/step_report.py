@@ -43,19 +43,20 @@ def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
     busy: dict[int, float] = defaultdict(float)
     ops_per_core: dict[int, int] = defaultdict(int)
     rows = []
+    sigs, phases, nodes, ops = g.tasks.sig, g.tasks.phase, g.tasks.node, g.tasks.op  # (the graph's columns)
     for st in s.tasks:
-        task = g.tasks[st.task]
-        if task.sig is None:
+        if sigs[st.task] is None:
             continue
-        span = phase_span.setdefault(task.phase, [st.start, st.end])
+        phase = phases[st.task]
+        span = phase_span.setdefault(phase, [st.start, st.end])
         span[0], span[1] = min(span[0], st.start), max(span[1], st.end)
-        phase_energy[task.phase] += st.energy_pj
-        phase_ops[task.phase] += 1
+        phase_energy[phase] += st.energy_pj
+        phase_ops[phase] += 1
         busy[st.core] += st.end - st.start
         ops_per_core[st.core] += 1
         if layers:
             rows.append({
-                "name": task.node, "op": task.op, "phase": task.phase, "core": st.core,
+                "name": nodes[st.task], "op": ops[st.task], "phase": phase, "core": st.core,
                 "start_cycle": round(st.start), "latency_cycles": round(st.end - st.start), "energy_pj": st.energy_pj,
             })
     transfers: dict[str, dict[str, float]] = {}
@@ -112,6 +113,7 @@ def schedule_report(s: Schedule, layers: bool = True) -> dict[str, Any]:
 def critical_path_cycles(s: Schedule) -> float:
     """Length of the longest dependency chain of ops at their scheduled durations."""
     tasks = s.graph.tasks
+    sigs, all_preds = tasks.sig, tasks.preds
     # chain[t]: the longest chain ending with task t; 0 until t is reached, and for tasks not in
     # the schedule (chains are never negative, so a 0 changes no maximum)
     chain = [0.0] * len(tasks)
@@ -125,9 +127,8 @@ def critical_path_cycles(s: Schedule) -> float:
     # start times order every task after its predecessors (pacing edges run against task order)
     for st in sorted(s.tasks, key=lambda st: (st.start, st.end, st.task)):
         index = st.task
-        task = tasks[index]
-        duration = st.end - st.start if task.sig is not None else 0.0
-        longest = max(map(at, task.preds), default=0.0)
+        duration = st.end - st.start if sigs[index] is not None else 0.0
+        longest = max(map(at, all_preds[index]), default=0.0)
         if index in waiters and sinks_chain > longest:
             longest = sinks_chain
         chain[index] = duration + longest
@@ -213,21 +214,24 @@ def chrome_trace(s: Schedule) -> dict[str, Any]:
     events: list[dict[str, Any]] = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": s.target.name}}]
     for c in s.target.cores:
         events.append({"ph": "M", "pid": 1, "tid": c.id, "name": "thread_name", "args": {"name": f"core{c.id} {c.name}"}})
+    tasks = s.graph.tasks
     for st in s.tasks:
-        task = s.graph.tasks[st.task]
-        if task.sig is None:
+        index = st.task
+        if tasks.sig[index] is None:
             continue
-        events.append({"ph": "X", "pid": 1, "tid": st.core, "name": task.node or task.op, "cat": task.phase,
+        op, phase = tasks.op[index], tasks.phase[index]
+        events.append({"ph": "X", "pid": 1, "tid": st.core, "name": tasks.node[index] or op, "cat": phase,
                        "ts": st.start * us, "dur": max((st.end - st.start) * us, 1e-3),
-                       "args": {"op": task.op, "phase": task.phase, "energy_pj": st.energy_pj}})
+                       "args": {"op": op, "phase": phase, "energy_pj": st.energy_pj}})
     resources = sorted({tr.resource for tr in s.transfers})
     for i, name in enumerate(resources):
         events.append({"ph": "M", "pid": 2, "tid": i, "name": "thread_name", "args": {"name": name}})
     if resources:
         events.append({"ph": "M", "pid": 2, "name": "process_name", "args": {"name": "transfers"}})
     index = {name: i for i, name in enumerate(resources)}
+    names = s.graph.tensors.name
     for tr in s.transfers:
-        events.append({"ph": "X", "pid": 2, "tid": index[tr.resource], "name": f"{tr.reason} {s.graph.tensors[tr.tensor].name}",
+        events.append({"ph": "X", "pid": 2, "tid": index[tr.resource], "name": f"{tr.reason} {names[tr.tensor]}",
                        "cat": tr.reason, "ts": tr.start * us, "dur": max((tr.end - tr.start) * us, 1e-3),
                        "args": {"bytes": tr.bytes, "energy_pj": tr.energy_pj}})
     events.append({"ph": "M", "pid": 3, "name": "process_name", "args": {"name": "memory"}})
@@ -242,8 +246,8 @@ def chrome_trace(s: Schedule) -> dict[str, Any]:
 
 def plot_data(s: Schedule, report: dict[str, Any]) -> dict[str, Any]:
     """Everything the plots need, as plain data (so a separate process can draw them)."""
-    ops = [(st.core, st.start, st.end, s.graph.tasks[st.task].phase) for st in s.tasks
-           if s.graph.tasks[st.task].sig is not None]
+    sigs, phases = s.graph.tasks.sig, s.graph.tasks.phase
+    ops = [(st.core, st.start, st.end, phases[st.task]) for st in s.tasks if sigs[st.task] is not None]
     spans: dict[str, list[float]] = {}
     for _, start, end, phase in ops:
         span = spans.setdefault(phase, [start, end])

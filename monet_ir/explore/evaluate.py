@@ -364,18 +364,20 @@ class PriceBook:
         return table
 
     def functions(self, tasks: Iterable[Any]):
-        """`can_run(sig, core)` and `cost_of(sig, core)` for the scheduler, for these tasks."""
+        """`can_run(sig, core)` and `cost_of(sig, core)` for the scheduler, for these tasks (a
+        graph's `TaskTable`, or tasks)."""
         from monet_ir.cost import can_run, cost_of
+        from monet_ir.schedule.taskgraph import TaskTable
 
         by_id: dict[int, dict[int, Any]] = {}
         missing = object()
-        tasks = list(tasks)
+        sigs = tasks.sig if isinstance(tasks, TaskTable) else [t.sig for t in tasks]
 
         def priced(sig, core):
             """The table entry (a Cost, or None when the core cannot run it); `missing` for a
             signature that is not one of these tasks'."""
             if not by_id:  # built on first use: a scheduler with a warm memo asks for no price
-                by_id.update((id(t.sig), self.table(t.sig)) for t in tasks if t.sig is not None)
+                by_id.update((id(s), self.table(s)) for s in sigs if s is not None)
             table = by_id.get(id(sig))
             if table is None:
                 return missing

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 STORAGE = -2  # location id of the storage level
@@ -41,7 +41,8 @@ PAGE_PHASE = "paging"
 def add_page_tasks(tasks: list[Any], tensors: list[Any], paged: Iterable[int],
                    make_task: Callable[..., Any], make_tensor: Callable[..., Any]) -> None:
     """Append a page-out and a page-in task for each paged tensor (a storage root) that a late
-    (backward, recompute) task reads, and rewire those readers to the paged-in copy. The
+    (backward, recompute) task reads, and rewire those readers to the paged-in copy. `tasks`
+    and `tensors` are a graph's tables (`TaskTable`, `TensorTable`, or lists of records); the
     extractor passes its `Task` and `TensorInfo` classes as `make_task` and `make_tensor`."""
     paged = [tid for tid in dict.fromkeys(paged) if tensors[tid].root == tid]
     if not paged:
@@ -346,8 +347,9 @@ def add_storage_tasks(tasks: list[Any], tensors: list[Any], stored: Iterable[int
                     v = tensors[view]
                     renamed[view] = tensor(f"{v.name}@in", v.bytes, v.kind, index, root=copy)
             for c in group:
-                # a copy: the tasks of a forward prefix are shared by the graphs extracted from it
-                task = tasks[c] = replace(tasks[c], preds=set(tasks[c].preds), roles=dict(tasks[c].roles))
+                # copies: the tasks of a forward prefix are shared by the graphs extracted from it
+                task = tasks[c]
+                task.preds, task.roles = set(task.preds), dict(task.roles)
                 task.reads = tuple(renamed.get(r, r) for r in task.reads)
                 task.roles = {renamed.get(r, r): role for r, role in task.roles.items()}
                 task.preds.add(index)

@@ -30,13 +30,13 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import accumulate, islice
-from operator import itemgetter
+from itertools import accumulate, compress, islice, repeat
+from operator import and_, eq, is_, is_not, itemgetter, ne, not_
 from typing import Any
 
 from monet_ir.cost.signature import Cost, LoopNestSig
 from monet_ir.errors import InternalError, MonetError, expected_errors
-from monet_ir.schedule.taskgraph import Task, TaskGraph
+from monet_ir.schedule.taskgraph import TaskGraph, TaskView
 from targets import Core, Target
 
 DRAM = -1  # location id of off-chip memory
@@ -132,8 +132,9 @@ class Schedule:
         """Energy of the step by where it is spent: compute, on-chip memory, off-chip memory
         (DRAM accesses of ops and transfers routed through DRAM) and the interconnect."""
         compute = onchip = offchip = interconnect = 0.0
+        sigs = self.graph.tasks.sig
         for st in self.tasks:
-            if self.graph.tasks[st.task].sig is None:
+            if sigs[st.task] is None:
                 continue
             compute += st.compute_pj
             onchip += st.onchip_pj
@@ -209,44 +210,50 @@ class ScheduleMemo:
 
 
 class GraphTables:
-    """Tables of a task graph the list scheduler reads and never changes."""
+    """Tables of a task graph the list scheduler reads and never changes. The graph's columns
+    serve as they are (`root_of`, `bytes_of`: `paging.prepare` sizes a buffer in both at once)."""
 
     def __init__(self, g: TaskGraph) -> None:
         tensors = g.tensors
-        self.root_of = [t.root for t in tensors]
-        self.bytes_of = [t.bytes for t in tensors]
-        uses = [0] * len(tensors)  # per storage root (0 for the other tensors)
-        views: dict[int, list[int]] = {}  # root -> the tensors other than itself that share its storage
-        for t in tensors:
-            root = t.root
-            if root != t.id:
-                views.setdefault(root, []).append(t.id)
-            uses[root] += len(t.consumers)
-        self.uses = uses  # remaining uses per storage root before any task runs (copied per run)
-        self.views = views
+        count = len(tensors)
+        self.root_of = tensors.root
+        self.bytes_of = tensors.bytes
         self.tensors = tensors
+        # the tensors that share another's storage (the page tasks' copies of a view)
+        views: dict[int, list[int]] = {}  # root -> the tensors other than itself that share its storage
+        for tid in compress(range(count), map(ne, tensors.root, range(count))):
+            views.setdefault(tensors.root[tid], []).append(tid)
+        self.views = views
+        # remaining uses per storage root before any task runs (0 for the other tensors; copied per run)
+        uses = list(map(len, tensors.consumers))
+        for root, others in views.items():
+            for tid in others:
+                uses[root] += uses[tid]
+                uses[tid] = 0
+        self.uses = uses
         # arguments and constants, in DRAM from the start (tensors kept in storage are not)
-        self.initial = [t.id for t in tensors
-                        if t.kind != "stored" and ((t.producer is None and t.root == t.id) or t.kind == "const")]
+        producers, kinds, roots = tensors.producer, tensors.kind, tensors.root
+        initial = {tid for tid in compress(range(count), map(is_, producers, repeat(None))) if roots[tid] == tid}
+        initial.update(compress(range(count), map(eq, kinds, repeat("const"))))
+        self.initial = sorted(tid for tid in initial if kinds[tid] != "stored")
         # storages whose DRAM copy is freed after their last use: values the step produces
-        self.dram_freeable = [not t.persistent and t.producer is not None for t in tensors]
+        self.dram_freeable = list(map(and_, map(not_, tensors.persistent), map(is_not, producers, repeat(None))))
         self.consumers: dict[int, list[int]] = {}  # root -> its readers, sorted (`root_consumers`, on demand)
         # the successors of each task, with the in-degrees and the tasks without predecessors
         n = len(g.tasks)
+        all_preds = g.tasks.preds
         self.sources = sources = []
         barrier = g.barrier
         if barrier is None:
             self.indegree = indegree = [0] * n
             self.succ = succ = [[] for _ in range(n)]
-            for t in g.tasks:
-                preds = t.preds
+            for index, preds in enumerate(all_preds):
                 if preds:
-                    index = t.index
                     indegree[index] = len(preds)
                     for p in preds:
                         succ[p].append(index)
                 else:
-                    sources.append(t.index)
+                    sources.append(index)
             return
         # The optimizer barrier (`TaskGraph.barrier`) as one join node, last in the tables and
         # named -1 (its position from the end) in successor lists and the readiness heap: each
@@ -263,9 +270,7 @@ class GraphTables:
         waiting = bytearray(n)
         for index in waiters:
             waiting[index] = 1
-        for t in g.tasks:
-            preds = t.preds
-            index = t.index
+        for index, preds in enumerate(all_preds):
             if waiting[index]:
                 joined.append(index)
                 direct = preds - sink_set if preds else preds
@@ -283,9 +288,10 @@ class GraphTables:
         """The tasks that read a storage (through any tensor sharing it), in task order."""
         consumers = self.consumers.get(root)
         if consumers is None:
-            consumers = list(self.tensors[root].consumers)
+            readers = self.tensors.consumers
+            consumers = list(readers[root])
             for view in self.views.get(root, ()):
-                consumers.extend(self.tensors[view].consumers)
+                consumers.extend(readers[view])
             consumers.sort()
             self.consumers[root] = consumers
         return consumers
@@ -316,7 +322,7 @@ class ScheduleSummary:
 
 
 class Scheduler:
-    def __init__(self, graph: TaskGraph, target: Target, allocation: Callable[[Task], tuple[int, ...] | None] | None,
+    def __init__(self, graph: TaskGraph, target: Target, allocation: Callable[[TaskView], tuple[int, ...] | None] | None,
                  cost_of: Callable, can_run: Callable, memo: ScheduleMemo | None = None):
         self.g = graph
         self.memo = memo
@@ -414,15 +420,17 @@ class Scheduler:
         node = op = phase = None
         sig = sig_allowed = known = None
         allowed = every
-        task = None
-        for task in self.g.tasks:
+        tasks = self.g.tasks
+        index = -1
+        for index, (task_node, task_op, task_phase, task_sig) in enumerate(zip(tasks.node, tasks.op, tasks.phase,
+                                                                                tasks.sig)):
             if allocation is None:
                 pass
             elif entries is None:  # any other callable answers task by task
-                self.current = task.index
-                allowed = self.allowed_cores(task)
-            elif task.node != node or task.op != op or task.phase != phase:
-                node, op, phase = task.node, task.op, task.phase
+                self.current = index
+                allowed = self.allowed_cores(tasks[index])
+            elif task_node != node or task_op != op or task_phase != phase:
+                node, op, phase = task_node, task_op, task_phase
                 chosen = entries.get(node)
                 if chosen is None:
                     which = (op, phase)
@@ -436,20 +444,20 @@ class Scheduler:
                 else:
                     allowed = checked.get(chosen)
                     if allowed is None:
-                        self.current = task.index
-                        allowed = checked[chosen] = self._checked(task, chosen)
-            if task.sig is not sig or allowed is not sig_allowed:
-                sig, sig_allowed = task.sig, allowed
+                        self.current = index
+                        allowed = checked[chosen] = self._checked(tasks[index], chosen)
+            if task_sig is not sig or allowed is not sig_allowed:
+                sig, sig_allowed = task_sig, allowed
                 known = seen.get((id(sig), allowed))
                 if known is None or known[0] is not sig:
-                    self.current = task.index
-                    known = seen[(id(sig), allowed)] = self._options(task, allowed)
+                    self.current = index
+                    known = seen[(id(sig), allowed)] = self._options(tasks[index], allowed)
             add_costs(known[1])
             add_on_core(known[2])
-        if task is not None:
-            self.current = task.index
+        if index >= 0:
+            self.current = index
 
-    def _options(self, task: Task, allowed: tuple[int, ...]) -> tuple[Any, dict, dict]:
+    def _options(self, task: TaskView, allowed: tuple[int, ...]) -> tuple[Any, dict, dict]:
         """(signature, cost per allowed core able to run the task, (its cycles there, the
         energy parts of that cost, `stream_of` it)), as `on_core` holds them."""
         sig = task.sig
@@ -476,7 +484,7 @@ class Scheduler:
         return sig, options, {c: (self.cycles(cost, c), split_energy(cost), stream_of(cost, loop_nest))
                               for c, cost in options.items()}
 
-    def allowed_cores(self, task: Task) -> tuple[int, ...]:
+    def allowed_cores(self, task: TaskView) -> tuple[int, ...]:
         every = self.every_core
         if self.allocation is None:
             return every
@@ -485,7 +493,7 @@ class Scheduler:
             return every
         return self._checked(task, chosen)
 
-    def _checked(self, task: Task, chosen: tuple[int, ...]) -> tuple[int, ...]:
+    def _checked(self, task: TaskView, chosen: tuple[int, ...]) -> tuple[int, ...]:
         """The cores an allocation chose for a task, as a tuple, once each is one of the target's."""
         every = self.every_core
         bad = [c for c in chosen if c not in every]
@@ -578,10 +586,10 @@ class Scheduler:
 
             prepare(self, self.g.storage_plan, (ScheduledTask, Transfer, MemoryTrace, ScheduleError))
         copies = self.copies
-        tensors = self.g.tensors
+        sizes = self.g.tensors.bytes
         for tid in self.tables.initial:  # arguments and constants: in DRAM from the start
             copies[tid] = {DRAM: 0.0}
-            events.append((0.0, 1, tensors[tid].bytes))  # `MemoryTrace.alloc`
+            events.append((0.0, 1, sizes[tid]))  # `MemoryTrace.alloc`
 
     def _check_dram(self) -> None:
         dram = self.target.dram
@@ -608,6 +616,8 @@ class Scheduler:
         its state in locals, because it runs once per task of every candidate a search scores."""
         tables = self.tables
         tasks = self.g.tasks
+        reads_of, writes_of, sig_of, page_of, op_index_of, roles_of, in_place_of = (
+            tasks.reads, tasks.writes, tasks.sig, tasks.page, tasks.op_index, tasks.roles, tasks.in_place)
         indegree = list(tables.indegree)
         succ = tables.succ
         ready_time = [0.0] * len(indegree)  # (with the barrier's join last, `GraphTables`)
@@ -657,16 +667,15 @@ class Scheduler:
                 continue
             self.current = index
             placed += 1
-            task = tasks[index]
             self.watermark = ready
-            if task.page:
-                end = self._place_page(task, ready)
-            elif task.sig is None:
-                end = self._place_view(task, ready)
+            if page_of[index]:
+                end = self._place_page(tasks[index], ready)
+            elif sig_of[index] is None:
+                end = self._place_view(tasks[index], ready)
             else:
                 options = costs[index]
                 runs = on_core[index]
-                op_index = task.op_index
+                op_index = op_index_of[index]
                 pinned = op_core.get(op_index)
                 if pinned is not None and pinned in options:
                     # the tiles of one op share a core, as Stream allocates a layer's CNs: its
@@ -678,7 +687,7 @@ class Scheduler:
                     cost = options[core]
                 else:
                     best = None
-                    arrivals = self._estimate_arrivals(task, options, ready)
+                    arrivals = self._estimate_arrivals(reads_of[index], options, ready)
                     for (c, cost), arrival in zip(options.items(), arrivals):
                         start = max(ready, core_free[c], arrival)
                         key = (start + runs[c][0], cost.energy_pj, c)
@@ -690,23 +699,23 @@ class Scheduler:
                 # tensors this task moves through DRAM instead of holding them (its own cost
                 # counts the traffic, or no room on chip); `unpaid`: outputs streamed by us
                 cycles, parts, spill = runs[core]
-                reads = task.reads
+                reads = reads_of[index]
                 # (a task's reads may name a tensor twice)
                 n = len(reads)
                 unique = n < 2 or (reads[0] != reads[1] if n == 2 else len(set(reads)) == n)
                 if spill is None:
                     streamed = NOTHING
                 elif spill.__class__ is frozenset:  # a loop-nest op: the roles its model spilled
-                    streamed = frozenset([t for t, role in task.roles.items() if role in spill])
+                    streamed = frozenset([t for t, role in roles_of[index].items() if role in spill])
                 else:
                     # a vector op: its largest tensors up to the DRAM bytes its cost counts, each
                     # once (its writes are the tensors it produces, never one it reads nor one
                     # another); which of them depends only on the budget and the sizes in operand
                     # order
                     if unique:
-                        touched = reads + task.writes
+                        touched = reads + writes_of[index]
                     else:
-                        touched = tuple(dict.fromkeys(reads + task.writes))
+                        touched = tuple(dict.fromkeys(reads + writes_of[index]))
                     key = (spill, *map(size_of, touched))
                     picks = stream_picks.get(key)
                     if picks is None:
@@ -775,7 +784,7 @@ class Scheduler:
                 # outputs are placed together: check each one with those before it (the tensors
                 # it writes that are storages of their own, not views of existing ones)
                 need = 0
-                writes = task.writes
+                writes = writes_of[index]
                 for tid in writes:
                     if tid in streamed or root_of[tid] != tid:
                         continue
@@ -819,8 +828,8 @@ class Scheduler:
                     all_copies[tid] = {core: end}
                     if remaining[tid] == 0:
                         free(tid, end)
-                if task.in_place:
-                    self._write_back(task, core, end)
+                if in_place_of[index]:
+                    self._write_back(in_place_of[index], core, end)
                 # `_release_inputs`
                 for tid in reads if unique else set(reads):
                     root = root_of[tid]
@@ -852,7 +861,7 @@ class Scheduler:
         self.task_start[index] = start
         self.task_end[index] = end
 
-    def _place_view(self, task: Task, ready: float) -> float:
+    def _place_view(self, task: TaskView, ready: float) -> float:
         """A view: free, on a core where its data is; it allocates nothing (its storage is its
         operand's). Returns when it is done."""
         core = self._where_data_is(task, tuple(self.costs[task.index]))
@@ -861,14 +870,14 @@ class Scheduler:
         self._release_inputs(task, start)
         return start
 
-    def _where_data_is(self, task: Task, allowed: tuple[int, ...]) -> int:
+    def _where_data_is(self, task: TaskView, allowed: tuple[int, ...]) -> int:
         for tid in task.reads:
             for loc in self.copies[self.root_of[tid]] or ():
                 if loc != DRAM and loc in allowed:
                     return loc
         return allowed[0]
 
-    def _inputs_ready_at(self, task: Task, core: int) -> float:
+    def _inputs_ready_at(self, task: TaskView, core: int) -> float:
         copies = self.copies
         times = []
         for t in task.reads:
@@ -876,14 +885,14 @@ class Scheduler:
             times.append(min((here if here is not None else {0: 0.0}).values()))
         return max(times, default=0.0)
 
-    def _estimate_arrivals(self, task: Task, cores: dict[int, Any], ready: float) -> list[float]:
-        """When the inputs of `task` would be on each of `cores`, in their order (the task's
-        tensors streamed through DRAM are not known yet: every input counts as brought to the
-        core). Each input's nearest copy is found once for all the cores, and its arrival once
-        per route (from DRAM, every core's route is the DRAM interface)."""
+    def _estimate_arrivals(self, reads: tuple[int, ...], cores: dict[int, Any], ready: float) -> list[float]:
+        """When the inputs of a task (the tensors it `reads`) would be on each of `cores`, in their
+        order (the task's tensors streamed through DRAM are not known yet: every input counts as
+        brought to the core). Each input's nearest copy is found once for all the cores, and its
+        arrival once per route (from DRAM, every core's route is the DRAM interface)."""
         arrivals = [0.0] * len(cores)
         root_of, bytes_of, all_copies, routes = self.root_of, self.bytes_of, self.copies, self.routes
-        for tid in task.reads:
+        for tid in reads:
             root = root_of[tid]
             copies = all_copies[root]
             if not copies:
@@ -960,8 +969,10 @@ class Scheduler:
             self.dram_events.append((time, 2 if time <= first else 0, -nbytes))
         return time
 
-    def _write_back(self, task: Task, core: int, end: float) -> None:
-        for tid in task.in_place:
+    def _write_back(self, updated: tuple[int, ...], core: int, end: float) -> None:
+        """An in-place update on `core` of the tensors `updated` (a task's `in_place`) written
+        back to DRAM."""
+        for tid in updated:
             root = self.root_of[tid]
             copies = self.copies[root]
             if copies is None:
@@ -973,7 +984,7 @@ class Scheduler:
                     self._drop(loc, root, end)
                 copies[DRAM] = done
 
-    def _release_inputs(self, task: Task, end: float) -> None:
+    def _release_inputs(self, task: TaskView, end: float) -> None:
         """Count the task's reads as done, and free the storages nothing reads any more. A task
         counts once per tensor it reads (as in the tensors' consumer lists), however many
         operands name it; the order of the frees changes nothing (memory events are sorted)."""
@@ -1125,7 +1136,7 @@ class Scheduler:
                 room_at = at
         return room_at
 
-    def _place_page(self, task: Task, ready: float) -> float:
+    def _place_page(self, task: TaskView, ready: float) -> float:
         """A page task (paged activation or tensor kept in storage), on the storage channel
         (`monet_ir.schedule.paging.place_page`); no core works on it. Returns when it is done."""
         from monet_ir.schedule.paging import place_page

@@ -17,14 +17,23 @@ Dependencies are data dependencies plus three training-specific orderings:
 The extractor reads a *program* (`ProgramOp`s): the function's ops by default, or IR ops with
 other operands and tilings plus planned copies, which is how `monet explore` evaluates a
 candidate without rewriting IR. `ExtractCache` keeps what it reads from ops across programs.
+
+A graph holds its tasks and tensors as columns (`TaskTable`, `TensorTable`: a list per field,
+a task or tensor is its position), not as an object each: a search builds, schedules and frees
+a graph of thousands of tasks per candidate, and the columns are filled a list at a time (a
+fused run's tasks and tensors in a few `extend`s), read by the scheduler directly and freed as
+a few dozen lists. Indexing a table gives a view of one task or tensor (`TaskView`,
+`TensorView`) with the fields of a `Task` or `TensorInfo`, for the readers of a graph (reports,
+paging, tests); `Task` and `TensorInfo` are the records appended to a table.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from operator import itemgetter
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from xdsl.dialects import func
@@ -74,10 +83,229 @@ class Task:
     """`out` or `in` for the page tasks of a paged activation (`monet_ir.schedule.paging`)."""
 
 
+TASK_FIELDS = ("op", "node", "phase", "sig", "reads", "writes", "preds", "in_place", "op_index", "roles", "page")
+TENSOR_FIELDS = ("name", "bytes", "kind", "persistent", "producer", "consumers", "root")
+
+
+def _field(column: str) -> property:
+    """A view's field: the entry of the table's column at the view's position."""
+    get_column = attrgetter(column)
+
+    def get(view):
+        return get_column(view.table)[view.position]
+
+    def put(view, value):
+        get_column(view.table)[view.position] = value
+
+    return property(get, put, doc=f"`{column}[i]` of the table")
+
+
+class TaskView:
+    """Task `index` of a `TaskTable`: the fields of a `Task`, read and written in the columns."""
+
+    __slots__ = ("table", "position")
+
+    def __init__(self, table: TaskTable, position: int):
+        self.table = table
+        self.position = position
+
+    @property
+    def index(self) -> int:
+        return self.position
+
+    op, node, phase, sig, reads, writes, preds, in_place, op_index, roles, page = map(_field, TASK_FIELDS)
+
+    def as_task(self) -> Task:
+        """A `Task` with this task's fields (the same objects)."""
+        return Task(self.position, *(getattr(self, name) for name in TASK_FIELDS))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (Task, TaskView)):
+            return NotImplemented
+        return other.index == self.position and all(getattr(self, f) == getattr(other, f) for f in TASK_FIELDS)
+
+    __hash__ = None  # (mutable, as a `Task`)
+
+    def __repr__(self) -> str:
+        return repr(self.as_task()).replace("Task(", "TaskView(", 1)
+
+
+class TensorView:
+    """Tensor `id` of a `TensorTable`: the fields of a `TensorInfo`, read and written in the
+    columns."""
+
+    __slots__ = ("table", "position")
+
+    def __init__(self, table: TensorTable, position: int):
+        self.table = table
+        self.position = position
+
+    @property
+    def id(self) -> int:
+        return self.position
+
+    name, bytes, kind, persistent, producer, consumers, root = map(_field, TENSOR_FIELDS)
+
+    def as_tensor(self) -> TensorInfo:
+        """A `TensorInfo` with this tensor's fields (the same objects)."""
+        return TensorInfo(self.position, *(getattr(self, name) for name in TENSOR_FIELDS))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (TensorInfo, TensorView)):
+            return NotImplemented
+        return other.id == self.position and all(getattr(self, f) == getattr(other, f) for f in TENSOR_FIELDS)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(self.as_tensor()).replace("TensorInfo(", "TensorView(", 1)
+
+
+class _Table:
+    """What `TaskTable` and `TensorTable` share: a sequence of views over columns (one list per
+    field in `FIELDS`, equally long)."""
+
+    __slots__ = ()
+    FIELDS: tuple[str, ...] = ()
+    VIEW: type = object
+
+    def __init__(self, records: Iterable[Any] = ()):
+        for name in self.FIELDS:
+            setattr(self, name, [])
+        for record in records:
+            self.append(record)
+
+    def __len__(self) -> int:
+        return len(getattr(self, self.FIELDS[0]))
+
+    def __getitem__(self, position):
+        if isinstance(position, slice):
+            return [self.VIEW(self, i) for i in range(len(self))[position]]
+        count = len(self)
+        if position < 0:
+            position += count
+        if not 0 <= position < count:
+            raise IndexError(f"{type(self).__name__} index out of range")
+        return self.VIEW(self, position)
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(self.VIEW, repeat(self), range(len(self)))
+
+    def __setitem__(self, position: int, record: Any) -> None:
+        """Every field of entry `position` from `record` (a `Task` or `TensorInfo`, or a view)."""
+        for name in self.FIELDS:
+            getattr(self, name)[position] = getattr(record, name)
+
+    def append(self, record: Any) -> None:
+        """Append `record` (a `Task` or `TensorInfo`, or a view), whose position must be the
+        table's length."""
+        if self._position(record) != len(self):
+            raise ValueError(f"appending entry {self._position(record)} to a {type(self).__name__} of {len(self)}")
+        for name in self.FIELDS:
+            getattr(self, name).append(getattr(record, name))
+
+    def copy(self):
+        """A table with copies of the columns (the entries themselves are shared)."""
+        table = type(self)()
+        for name in self.FIELDS:
+            setattr(table, name, list(getattr(self, name)))
+        return table
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, type(self)):
+            return all(getattr(self, name) == getattr(other, name) for name in self.FIELDS)
+        if isinstance(other, list):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
+
+    @staticmethod
+    def _position(record: Any) -> int:
+        raise NotImplementedError
+
+
+class TaskTable(_Table):
+    """The tasks of a graph, a column per `Task` field but `index` (a task is its position):
+    task `i` reads `reads[i]`, waits for `preds[i]`, ... (see `Task`)."""
+
+    __slots__ = TASK_FIELDS
+    FIELDS = TASK_FIELDS
+    VIEW = TaskView
+
+    def add(self, op: str, node: str, phase: str, sig: Any, reads: tuple[int, ...], writes: tuple[int, ...],
+            preds: set[int], in_place: tuple[int, ...], op_index: int, roles: dict[int, str], page: str = "") -> int:
+        """Append a task; returns its index."""
+        index = len(self.op)
+        self.op.append(op)
+        self.node.append(node)
+        self.phase.append(phase)
+        self.sig.append(sig)
+        self.reads.append(reads)
+        self.writes.append(writes)
+        self.preds.append(preds)
+        self.in_place.append(in_place)
+        self.op_index.append(op_index)
+        self.roles.append(roles)
+        self.page.append(page)
+        return index
+
+    @staticmethod
+    def _position(record: Any) -> int:
+        return record.index
+
+
+class TensorTable(_Table):
+    """The tensors of a graph, a column per `TensorInfo` field but `id` (a tensor is its
+    position): tensor `t` has `bytes[t]` bytes, is read by `consumers[t]`, ... (see
+    `TensorInfo`)."""
+
+    __slots__ = TENSOR_FIELDS
+    FIELDS = TENSOR_FIELDS
+    VIEW = TensorView
+
+    def add(self, name: str, nbytes: int, kind: str, persistent: bool, producer: int | None) -> int:
+        """Append a tensor that is its own storage, read by no task yet; returns its id."""
+        tid = len(self.name)
+        self.name.append(name)
+        self.bytes.append(nbytes)
+        self.kind.append(kind)
+        self.persistent.append(persistent)
+        self.producer.append(producer)
+        self.consumers.append([])
+        self.root.append(tid)
+        return tid
+
+    def add_all(self, names: Sequence[str], sizes: Iterable[int], kinds: Iterable[str], persistent: Iterable[bool],
+                producers: Iterable[int | None]) -> range:
+        """Append tensors that are their own storage, read by no task yet, a column at a time
+        (`names`, ...: one entry per tensor); returns their ids."""
+        first = len(self.name)
+        self.name += names
+        self.bytes += sizes
+        self.kind += kinds
+        self.persistent += persistent
+        self.producer += producers
+        ids = range(first, len(self.name))
+        self.consumers += [[] for _ in ids]
+        self.root += ids
+        return ids
+
+    @staticmethod
+    def _position(record: Any) -> int:
+        return record.id
+
+
 @dataclass
 class TaskGraph:
-    tasks: list[Task]
-    tensors: list[TensorInfo]
+    """A step's tasks and tensors (given as tables, or as lists of `Task` and `TensorInfo`
+    records, which become tables)."""
+
+    tasks: TaskTable
+    tensors: TensorTable
     storage_plan: Any = None
     """The tensors a plan keeps in storage (`monet_ir.schedule.paging.StoragePlan`), or None."""
     barrier: tuple[tuple[int, ...], tuple[int, ...]] | None = None
@@ -88,10 +316,16 @@ class TaskGraph:
     `predecessors`; the scheduler's tables (`monet_ir.schedule.scheduler.GraphTables`) join the
     sinks into one node. None: no barrier."""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.tasks, TaskTable):
+            self.tasks = TaskTable(self.tasks)
+        if not isinstance(self.tensors, TensorTable):
+            self.tensors = TensorTable(self.tensors)
+
     def predecessors(self, index: int) -> set[int]:
         """Every task `index` waits for: its `preds` and, for a waiter, the barrier's sinks
         (a new set then; for checks and tools, not for a per-task loop)."""
-        preds = self.tasks[index].preds
+        preds = self.tasks.preds[index]
         barrier = self.barrier
         if barrier is not None and index in barrier[1]:
             return preds | set(barrier[0])
@@ -251,13 +485,14 @@ class ExtractCache:
 class _Prefix:
     """The extractor's state after a program's leading forward ops. Its tasks are shared by
     every graph extracted from it (nothing changes a task once the ops after it are added, but
-    for the stack pacing, which adds the same dependencies each time); its tensors are kept as
-    their fields and made anew for each graph (later readers append to their consumers)."""
+    for the stack pacing, which adds the same dependencies each time): each graph gets copies
+    of the columns; its tensors too, but for their consumers, kept as tuples and made lists
+    anew for each graph (later readers append to them)."""
 
     ops: list[Operation]
     tilings: list[Any]
-    tasks: list[Task]
-    tensors: list[tuple]  # each tensor's fields (its consumers as a tuple)
+    tasks: TaskTable
+    tensors: TensorTable  # (consumers as tuples)
     parts: dict[Hashable, tuple[tuple[int, ...], _Layout | None]]
     stacks: dict[int, list[list[int]]]
     hints: dict[Hashable, tuple[int, int]]
@@ -282,8 +517,8 @@ class _Extractor:
         self.tile_plans = cache.tiles
         self.sigs = cache.sigs
         self.templates = cache.templates
-        self.tensors: list[TensorInfo] = []
-        self.tasks: list[Task] = []
+        self.tensors = TensorTable()
+        self.tasks = TaskTable()
         self.parts: dict[Hashable, _Stored] = {}
         self.stacks: dict[int, list[list[int]]] = {}  # stack -> per op, its tile task indices
         known = cache.gradients
@@ -293,9 +528,7 @@ class _Extractor:
         self.position = -1
 
     def new_tensor(self, name: str, nbytes: int, kind: str, persistent: bool, producer: int | None) -> int:
-        tid = len(self.tensors)
-        self.tensors.append(TensorInfo(tid, name, nbytes, kind, persistent, producer, [], tid))
-        return tid
+        return self.tensors.add(name, nbytes, kind, persistent, producer)
 
     def arguments(self) -> list:
         """Per argument of the function: its key, name, bytes, kind and persistence."""
@@ -322,6 +555,7 @@ class _Extractor:
                 self.parts[arg] = ((self.new_tensor(name, nbytes, role, persistent, None),), None)
         saving = prefix_key is not None and start == 0 and self.wants_prefix(prefix_key)
         tasks, tensors, parts, hints = self.tasks, self.tensors, self.parts, self.split_hints
+        consumers, producer_of, add_tensor, add_task = tensors.consumers, tensors.producer, tensors.add, tasks.add
         compiled = self.cache.compiled
         resume = start  # (past the last run of fused ops added)
         for position in range(start, len(program)):
@@ -360,12 +594,12 @@ class _Extractor:
             index = len(tasks)
             preds: set[int] = set()
             for t in (reads if len(reads) < 2 or (len(reads) == 2 and reads[0] != reads[1]) else dict.fromkeys(reads)):
-                tensor = tensors[t]
-                tensor.consumers.append(index)
-                if tensor.producer is not None:
-                    preds.add(tensor.producer)
+                consumers[t].append(index)
+                producer = producer_of[t]
+                if producer is not None:
+                    preds.add(producer)
             if view:
-                tasks.append(Task(index, name, node, phase, sig, reads, (), preds, (), position, {}))
+                add_task(name, node, phase, sig, reads, (), preds, (), position, {})
                 stored_as = parts[operands[0]]  # the result is the operand's storage, piece for piece
                 for r in results:
                     parts[r] = stored_as
@@ -375,8 +609,7 @@ class _Extractor:
                 if hints and not const and r in hints:  # stored as row pieces (tiles read it)
                     writes += self.add_pieces(item, r, tensor_name, nbytes, kind, persistent, index)
                     continue
-                tid = len(tensors)
-                tensors.append(TensorInfo(tid, tensor_name, nbytes, kind, persistent, index, [], tid))
+                tid = add_tensor(tensor_name, nbytes, kind, persistent, index)
                 parts[r] = ((tid,), None)
                 writes.append(tid)
             roles: dict[int, str] = {}
@@ -388,11 +621,11 @@ class _Extractor:
                 for t in writes:
                     roles[t] = result_role
             in_place = () if in_place_values is None else tuple([parts[v][0][0] for v in in_place_values])
-            tasks.append(Task(index, name, node, phase, sig, reads, tuple(writes), preds, in_place, position, roles))
+            add_task(name, node, phase, sig, reads, tuple(writes), preds, in_place, position, roles)
         self.add_paging(program, paged)
         storage_plan = self.add_storage(stored)
         _order_in_place_updates(self.tasks, self.tensors)
-        _pace_stacks(self.tasks, self.stacks)
+        _pace_stacks(self.tasks.preds, self.stacks)
         _recompute_when_needed(self.tasks)
         barrier = _optimizer_after_backward(self.tasks)
         return TaskGraph(self.tasks, self.tensors, storage_plan, barrier)
@@ -407,9 +640,10 @@ class _Extractor:
         names = set(names)
         if not names:
             return None
-        roots = [t.id for t in self.tensors if t.root == t.id and
-                 (t.name in names or (t.name.endswith("]") and t.name.split("[", 1)[0] in names))]
-        return add_storage_tasks(self.tasks, self.tensors, roots, tile, Task, TensorInfo)
+        tensors = self.tensors
+        roots = [t for t, (root, name) in enumerate(zip(tensors.root, tensors.name)) if root == t and
+                 (name in names or (name.endswith("]") and name.split("[", 1)[0] in names))]
+        return add_storage_tasks(self.tasks, tensors, roots, tile, Task, TensorInfo)
 
     def add_paging(self, program: list[ProgramOp], paged: Iterable[Hashable] | None) -> None:
         """Page tasks for the paged values: `paged` (value keys), else the results of forward
@@ -447,9 +681,10 @@ class _Extractor:
 
     def save(self, leading: list[ProgramOp], key: Hashable) -> None:
         prefixes = self.cache.prefixes
+        tensors = self.tensors.copy()
+        tensors.consumers = list(map(tuple, tensors.consumers))
         prefixes[key] = _Prefix([item.op for item in leading], [item.tiling for item in leading],
-                                list(self.tasks), [(t.id, t.name, t.bytes, t.kind, t.persistent, t.producer,
-                                                    tuple(t.consumers), t.root) for t in self.tensors],
+                                self.tasks.copy(), tensors,
                                 dict(self.parts), {k: list(v) for k, v in self.stacks.items()},
                                 self.hints_within(self.parts))
         if len(prefixes) > self.cache.prefix_limit:
@@ -470,9 +705,9 @@ class _Extractor:
         if self.hints_within(prefix.parts) != prefix.hints:
             return 0
         self.cache.prefixes.move_to_end(key)
-        self.tasks = list(prefix.tasks)
-        self.tensors = [TensorInfo(tid, name, nbytes, kind, persistent, producer, list(consumers), root)
-                        for tid, name, nbytes, kind, persistent, producer, consumers, root in prefix.tensors]
+        self.tasks = prefix.tasks.copy()
+        self.tensors = prefix.tensors.copy()
+        self.tensors.consumers = list(map(list, prefix.tensors.consumers))
         self.parts = dict(prefix.parts)
         self.stacks = {k: list(v) for k, v in prefix.stacks.items()}
         return len(prefix.ops)
@@ -564,20 +799,18 @@ class _Extractor:
             return "gradient", False
         return "activation", False
 
-    def new_task(self, item: ProgramOp, facts: OpFacts, sig, reads: tuple[int, ...]) -> Task:
+    def new_task(self, item: ProgramOp, facts: OpFacts, sig, reads: tuple[int, ...]) -> TaskView:
         """A task reading `reads` (a tensor may appear more than once), appended; its writes,
-        in-place updates and roles are set by the caller."""
+        in-place updates and roles are set by the caller (through the view returned)."""
         index = len(self.tasks)
         preds: set[int] = set()
-        tensors = self.tensors
+        consumers, producer_of = self.tensors.consumers, self.tensors.producer
         for t in (dict.fromkeys(reads) if len(reads) > 1 else reads):
-            tensor = tensors[t]
-            tensor.consumers.append(index)
-            if tensor.producer is not None:
-                preds.add(tensor.producer)
-        task = Task(index, facts.name, facts.node, item.phase, sig, reads, (), preds, (), self.position, {})
-        self.tasks.append(task)
-        return task
+            consumers[t].append(index)
+            if producer_of[t] is not None:
+                preds.add(producer_of[t])
+        self.tasks.add(facts.name, facts.node, item.phase, sig, reads, (), preds, (), self.position, {})
+        return TaskView(self.tasks, index)
 
     def compiled(self, item: ProgramOp) -> tuple:
         """(results, op, phase, suffix; the op's name, node, signature, view, roles, in-place
@@ -622,7 +855,7 @@ class _Extractor:
         if facts.in_place is not None:
             task.in_place = tuple(parts[v][0][0] for v in facts.in_place)
 
-    def add_results(self, item: ProgramOp, facts: OpFacts, task: Task) -> None:
+    def add_results(self, item: ProgramOp, facts: OpFacts, task: TaskView) -> None:
         """The results of an op that is not tiled: whole, or as row pieces when tiles read them
         (a split hint)."""
         op = item.op
@@ -656,16 +889,16 @@ class _Extractor:
             full = shape_of(op.results[list(item.results).index(result)].type)[axis]
             bounds = tile_bounds(full, tiles)
             known = self.cache.pieces[key] = (op, item.results, self.cache.layout(axis, bounds),
-                                              [(f"{name}[{lo}:{hi}]", -(-nbytes * (hi - lo) // full)) for lo, hi in bounds])
-        tensors = self.tensors
-        first = len(tensors)
-        tensors += [TensorInfo(tid, piece_name, piece_bytes, kind, persistent, producer, [], tid)
-                    for tid, (piece_name, piece_bytes) in enumerate(known[3], first)]
-        pieces = tuple(range(first, len(tensors)))
-        self.parts[result] = (pieces, known[2])
+                                              tuple(f"{name}[{lo}:{hi}]" for lo, hi in bounds),
+                                              tuple(-(-nbytes * (hi - lo) // full) for lo, hi in bounds))
+        _, _, layout, names, sizes = known
+        count = len(names)
+        pieces = tuple(self.tensors.add_all(names, sizes, repeat(kind, count), repeat(persistent, count),
+                                            repeat(producer, count)))
+        self.parts[result] = (pieces, layout)
         return pieces
 
-    def assign_roles(self, item: ProgramOp, task: Task, roles: tuple[tuple[str, ...], str] | None) -> None:
+    def assign_roles(self, item: ProgramOp, task: TaskView, roles: tuple[tuple[str, ...], str] | None) -> None:
         """Loop-nest roles (`OpFacts.roles`) of the tensors the task reads and writes."""
         if roles is None:
             return
@@ -684,9 +917,9 @@ class _Extractor:
         _, axis, tiles, stack = self.tiling_of(tiling)
         facts = self.facts.get(op) or self.facts_of(op)
         plan = self.tile_plan(op, axis, tiles)
-        tensors = self.tensors
+        producer_of = self.tensors.producer
         values = [self.parts[operand] for operand in item.operands]
-        barrier = {tensors[t].producer for v in values for t in v[0]} if plan.barrier else set()
+        barrier = {producer_of[t] for v in values for t in v[0]} if plan.barrier else set()
         barrier_preds = [p for p in barrier if p is not None]
         # per result: its kind, persistence and pieces (the same for every tile)
         results = []
@@ -798,6 +1031,7 @@ class _Extractor:
         for stored, _ in values[1:]:
             flat = flat + stored
         tasks, tensors = self.tasks, self.tensors
+        consumers, producer_of = tensors.consumers, tensors.producer
         name, node, phase, position = facts.name, facts.node, item.phase, self.position
         result_role = facts.roles[1] if facts.roles is not None else None
         tile_tasks = []
@@ -806,16 +1040,14 @@ class _Extractor:
             reads = getter(flat)
             preds: set[int] = set()
             for t in reads:
-                tensor = tensors[t]
-                tensor.consumers.append(index)
-                if tensor.producer is not None:
-                    preds.add(tensor.producer)
+                consumers[t].append(index)
+                if producer_of[t] is not None:
+                    preds.add(producer_of[t])
             if barrier_preds:
                 preds.update(barrier_preds)
             writes = []
             for (piece_name, nbytes), (_, kind, persistent, pieces) in zip(outs, results):
-                tid = len(tensors)
-                tensors.append(TensorInfo(tid, piece_name, nbytes, kind, persistent, index, [], tid))
+                tid = tensors.add(piece_name, nbytes, kind, persistent, index)
                 pieces.append(tid)
                 writes.append(tid)
             if result_role is not None:
@@ -824,8 +1056,7 @@ class _Extractor:
                     task_roles[tid] = result_role
             else:
                 task_roles = {}
-            tasks.append(Task(index, name, node, phase, tile_sig, reads, tuple(writes), preds, (), position,
-                              task_roles))
+            tasks.add(name, node, phase, tile_sig, reads, tuple(writes), preds, (), position, task_roles)
             tile_tasks.append(index)
         return tile_tasks
 
@@ -865,13 +1096,18 @@ class _FusedRun:
     shares no other's storage, in order), then its own tensors. `add` adds them again after
     other tasks and tensors, for other tensors as inputs, doing what adding the ops one by one
     does: a task waits for the producers of the tensors it reads (in order) and then for those
-    of a barrier op's inputs, and is a consumer of each tensor it reads."""
+    of a barrier op's inputs, and is a consumer of each tensor it reads. What is the same for
+    every use (its own tensors but their producers; its tasks' ops, nodes, phases, signatures)
+    is kept as columns, added with a few `extend`s."""
 
-    __slots__ = ("distinct", "tensors", "ops", "stored")
+    __slots__ = ("distinct", "tensors", "producers", "tasks", "op_offsets", "ops", "stored")
 
-    def __init__(self, distinct, tensors, ops, stored):
+    def __init__(self, distinct, tensors, producers, tasks, op_offsets, ops, stored):
         self.distinct = distinct  # the inputs whose tensors fill the first slots
-        self.tensors = tensors  # per tensor of its own: name, bytes, kind, persistence, producer (task offset)
+        self.tensors = tensors  # its own tensors' names, bytes, kinds and persistence: a tuple per column
+        self.producers = producers  # per own tensor, its producer's offset from the run's first task
+        self.tasks = tasks  # its tasks' ops, nodes, phases and signatures: a tuple per column
+        self.op_offsets = op_offsets  # per task, its op's offset from the run's first program item
         self.ops = ops  # per op: its barrier's slots or None, whether tiled (not a view), its results, its tasks
         self.stored = stored  # the storage of its ops' results: (slots, layout)
 
@@ -891,22 +1127,31 @@ class _FusedRun:
         if len(slot_of) != len(flat):
             return None  # (inputs sharing tensors but not their storage: not expected)
         own = len(flat)
-        slot_of.update(zip(range(tensors_before, len(tensors)), range(own, own + len(tensors) - tensors_before)))
+        own_ids = range(tensors_before, len(tensors))
+        slot_of.update(zip(own_ids, range(own, own + len(own_ids))))
         slot = slot_of.__getitem__
 
-        own_tensors = []
-        for x in tensors[tensors_before:]:
-            if x.root != x.id or x.producer is None or x.producer < tasks_before:
-                return None
-            own_tensors.append((x.name, x.bytes, x.kind, x.persistent, x.producer - tasks_before))
+        producer_of = tensors.producer
+        if any(tensors.root[t] != t or producer_of[t] is None or producer_of[t] < tasks_before for t in own_ids):
+            return None
+        own_tensors = tuple(tuple(column[tensors_before:]) for column in
+                            (tensors.name, tensors.bytes, tensors.kind, tensors.persistent))
+        own_producers = tuple(producer_of[t] - tasks_before for t in own_ids)
+        task_ids = range(tasks_before, len(tasks))
+        if any(tasks.in_place[i] or tasks.page[i] for i in task_ids):
+            return None
+        own_tasks = tuple(tuple(column[tasks_before:]) for column in (tasks.op, tasks.node, tasks.phase, tasks.sig))
+        op_offsets = tuple(tasks.op_index[i] - start for i in task_ids)
+        by_op: dict[int, list[int]] = {}
+        for i in task_ids:
+            by_op.setdefault(tasks.op_index[i], []).append(i)
+        if [i for offset in range(len(items)) for i in by_op.get(start + offset, ())] != list(task_ids):
+            return None  # (the tasks of each op follow each other, in the order of the ops)
         stored_index: dict[int, int] = {}
         stored = []
         ops = []
-        by_op: dict[int, list[Task]] = {}
-        for task in tasks[tasks_before:]:
-            by_op.setdefault(task.op_index, []).append(task)
         # per slot, the producer of its tensor when recorded
-        producer = [tensors[t].producer for t in flat] + [x.producer for x in tensors[tensors_before:]]
+        producer = [producer_of[t] for t in flat] + [producer_of[t] for t in own_ids]
         try:
             for offset, item in enumerate(items):
                 view = isinstance(item.op, nn.ReshapeOp)
@@ -930,62 +1175,73 @@ class _FusedRun:
                         stored.append((_slots_getter(tuple(map(slot, v[0]))), v[1]))
                     results.append((stored_index[id(v)],))
                 specs = []
-                for task in by_op.get(start + offset, ()):
-                    if task.in_place or task.page:
-                        return None
-                    reads = tuple(map(slot, task.reads))
+                for i in by_op.get(start + offset, ()):
+                    reads = tuple(map(slot, tasks.reads[i]))
                     once = tuple(dict.fromkeys(reads)) if len(reads) > 1 else reads
                     # the preds `add` makes (in the same order), checked against the task's
-                    preds = {producer[i] for i in once if producer[i] is not None}
+                    preds = {producer[k] for k in once if producer[k] is not None}
                     if barrier_preds:
                         preds.update(barrier_preds)
-                    if list(task.preds) != list(preds):
+                    if list(tasks.preds[i]) != list(preds):
                         return None
-                    roles = task.roles
+                    roles = tasks.roles[i]
                     specs.append((_slots_getter(reads), None if once == reads else _slots_getter(once),
-                                  _slots_getter(tuple(map(slot, task.writes))),
+                                  _slots_getter(tuple(map(slot, tasks.writes[i]))),
                                   _slots_getter(tuple(map(slot, roles))) if roles else _no_reads,
-                                  tuple(roles.values()), task.op, task.node, task.phase, task.sig))
+                                  tuple(roles.values())))
                 ops.append((barrier, not view, tuple(results), specs))
         except KeyError:  # a task reading a tensor of no input
             return None
-        return _FusedRun(tuple(distinct), own_tensors, ops, stored)
+        return _FusedRun(tuple(distinct), own_tensors, own_producers, own_tasks, op_offsets, ops, stored)
 
     def add(self, extractor: _Extractor, program: list[ProgramOp], start: int, inputs: list[_Stored],
             stack: int) -> None:
         tasks, tensors, parts = extractor.tasks, extractor.tensors, extractor.parts
-        tasks_before, tensors_before = len(tasks), len(tensors)
+        tasks_before = len(tasks)
         flat: tuple[int, ...] = ()
         for k in self.distinct:
             flat += inputs[k][0]
-        flat += tuple(range(tensors_before, tensors_before + len(self.tensors)))
-        tensors += [TensorInfo(tid, name, nbytes, kind, persistent, tasks_before + producer, [], tid)
-                    for tid, (name, nbytes, kind, persistent, producer) in enumerate(self.tensors, tensors_before)]
+        names, sizes, kinds, persistent = self.tensors
+        flat += tuple(tensors.add_all(names, sizes, kinds, persistent, map(tasks_before.__add__, self.producers)))
         stored = [(slots(flat), layout) for slots, layout in self.stored]
+        # the columns that are the same for every use, then each task's reads, writes,
+        # predecessors and roles
+        ops, nodes, phases, sigs = self.tasks
+        count = len(ops)
+        tasks.op += ops
+        tasks.node += nodes
+        tasks.phase += phases
+        tasks.sig += sigs
+        tasks.op_index += map(start.__add__, self.op_offsets)
+        tasks.in_place += repeat((), count)
+        tasks.page += repeat("", count)
+        add_reads, add_writes, add_preds, add_roles = (tasks.reads.append, tasks.writes.append, tasks.preds.append,
+                                                       tasks.roles.append)
+        consumers, producer_of = tensors.consumers, tensors.producer
         index = tasks_before
         for position, (barrier, tiled, results, specs) in enumerate(self.ops, start):
-            item = program[position]
             barrier_preds = None
             if barrier is not None:
-                barrier_preds = [p for p in {tensors[t].producer for t in barrier(flat)} if p is not None]
+                barrier_preds = [p for p in {producer_of[t] for t in barrier(flat)} if p is not None]
             first = index
-            for reads_of, once_of, writes_of, role_keys, roles, name, node, phase, sig in specs:
+            for reads_of, once_of, writes_of, role_keys, roles in specs:
                 reads = reads_of(flat)
                 preds: set[int] = set()
                 for t in reads if once_of is None else once_of(flat):
-                    tensor = tensors[t]
-                    tensor.consumers.append(index)
-                    producer = tensor.producer
+                    consumers[t].append(index)
+                    producer = producer_of[t]
                     if producer is not None:
                         preds.add(producer)
                 if barrier_preds:
                     preds.update(barrier_preds)
-                tasks.append(Task(index, name, node, phase, sig, reads, writes_of(flat), preds, (), position,
-                                  dict(zip(role_keys(flat), roles)) if roles else {}))
+                add_reads(reads)
+                add_writes(writes_of(flat))
+                add_preds(preds)
+                add_roles(dict(zip(role_keys(flat), roles)) if roles else {})
                 index += 1
             if tiled:
                 extractor.stacks.setdefault(stack, []).append(list(range(first, index)))
-            for r, spec in zip(item.results, results):
+            for r, spec in zip(program[position].results, results):
                 parts[r] = inputs[spec] if isinstance(spec, int) else stored[spec[0]]
 
 
@@ -1021,7 +1277,7 @@ def _roles_of(op: Operation) -> tuple[tuple[str, ...], str] | None:
     return LOOP_NEST_ROLES.get(op.name)
 
 
-def _pace_stacks(tasks: list[Task], stacks: dict[int, list[list[int]]]) -> None:
+def _pace_stacks(preds: list[set[int]], stacks: dict[int, list[list[int]]]) -> None:
     """Depth-first order inside a fused stack: the first layer's tile j waits for the last
     layer's tile j - (depth + 1), so a few tiles are in flight, not whole layers. When a halo
     spans more than a tile per layer (strided layers, uneven tiles) or a value computed from
@@ -1033,21 +1289,21 @@ def _pace_stacks(tasks: list[Task], stacks: dict[int, list[list[int]]]) -> None:
         lag = len(layers) + 1
         if len(first) <= lag:
             continue
-        reach = _first_tiles_reached(tasks, first, last)
+        reach = _first_tiles_reached(preds, first, last)
         i = -1
         for j, index in enumerate(first):
             i = min(j - lag, len(last) - 1)
             while i >= 0 and reach[last[i]] >= j:
                 i -= 1
             if i >= 0:
-                tasks[index].preds.add(last[i])
+                preds[index].add(last[i])
 
 
-def _first_tiles_reached(tasks: list[Task], first: list[int], last: list[int]) -> Mapping[int, int]:
+def _first_tiles_reached(preds: list[set[int]], first: list[int], last: list[int]) -> Mapping[int, int]:
     """For each last-layer tile, the highest first-layer tile it depends on (-1: none).
 
-    A task's reach is the highest of its own position in the first layer and its predecessors'
-    reaches (those from the stack's first tile on). Tasks come after their predecessors in a
+    (`preds`: each task's predecessors.) A task's reach is the highest of its own position in
+    the first layer and its predecessors' reaches (those from the stack's first tile on). Tasks come after their predecessors in a
     graph as extracted, so one pass in index order from the first tile to the last layer's
     computes every reach; a predecessor that comes later (a task added after the ops, such as
     a page task) makes it walk the dependencies back instead (`_first_tiles_reached_walk`)."""
@@ -1059,17 +1315,17 @@ def _first_tiles_reached(tasks: list[Task], first: list[int], last: list[int]) -
             reach[index - lowest] = j
     for index in range(lowest, top + 1):
         best = reach[index - lowest]
-        for p in tasks[index].preds:
+        for p in preds[index]:
             if p >= lowest:
                 if p >= index:
-                    return _first_tiles_reached_walk(tasks, first, last)
+                    return _first_tiles_reached_walk(preds, first, last)
                 if reach[p - lowest] > best:
                     best = reach[p - lowest]
         reach[index - lowest] = best
     return {index: reach[index - lowest] for index in last}
 
 
-def _first_tiles_reached_walk(tasks: list[Task], first: list[int], last: list[int]) -> dict[int, int]:
+def _first_tiles_reached_walk(preds: list[set[int]], first: list[int], last: list[int]) -> dict[int, int]:
     """`_first_tiles_reached` by walking back from each last-layer tile (for each task a
     last-layer tile depends on, the highest first-layer tile it depends on)."""
     position = {index: j for j, index in enumerate(first)}
@@ -1085,13 +1341,13 @@ def _first_tiles_reached_walk(tasks: list[Task], first: list[int], last: list[in
                 continue
             if index not in expanded:  # (a task met again while expanded would be a cycle)
                 expanded.add(index)
-                pending = [p for p in tasks[index].preds if p >= lowest and p not in expanded]
+                pending = [p for p in preds[index] if p >= lowest and p not in expanded]
                 if pending:
                     stack.extend(pending)
                     continue
             stack.pop()
             best = position.get(index, -1)
-            for p in tasks[index].preds:
+            for p in preds[index]:
                 if p >= lowest:
                     best = max(best, reach.get(p, -1))
             reach[index] = best
@@ -1105,19 +1361,20 @@ def _gradient_results(fn: func.FuncOp) -> set[SSAValue]:
     return {v for v, a in zip(ret.operands, fn.res_attrs.data, strict=False) if "monet.grad" in a.data}
 
 
-def _order_in_place_updates(tasks: list[Task], tensors: list[TensorInfo]) -> None:
+def _order_in_place_updates(tasks: TaskTable, tensors: TensorTable) -> None:
     """Readers of a tensor before an in-place update of it run before the update, readers
     after it (an MX re-quantization of the updated weight) after it."""
-    for task in [t for t in tasks if t.in_place]:
-        for tid in task.in_place:
-            for reader in tensors[tid].consumers:
-                if reader != task.index and reader < task.index:
-                    task.preds.add(reader)
-                elif reader > task.index:
-                    tasks[reader].preds.add(task.index)
+    preds, consumers = tasks.preds, tensors.consumers
+    for index in compress(range(len(tasks)), tasks.in_place):  # (the tasks that update a tensor)
+        for tid in tasks.in_place[index]:
+            for reader in consumers[tid]:
+                if reader < index:
+                    preds[index].add(reader)
+                elif reader > index:
+                    preds[reader].add(index)
 
 
-def _recompute_when_needed(tasks: list[Task]) -> None:
+def _recompute_when_needed(tasks: TaskTable) -> None:
     """A recompute op reads only kept forward values, so data dependencies alone would let it
     run right after the forward pass and keep its result alive as long as storing it would.
     It runs where it stands in program order instead: once the backward op before it has
@@ -1126,26 +1383,27 @@ def _recompute_when_needed(tasks: list[Task]) -> None:
     layers, which may read the recomputed value."""
     last_op: int | None = None
     first_task: int | None = None
-    for task in tasks:
-        phase = task.phase
+    preds = tasks.preds
+    for index, (phase, op_index) in enumerate(zip(tasks.phase, tasks.op_index)):
         if phase == "recompute":
             if first_task is not None:
-                task.preds.add(first_task)
-        elif phase == "backward" and task.op_index != last_op:
-            last_op, first_task = task.op_index, task.index
+                preds[index].add(first_task)
+        elif phase == "backward" and op_index != last_op:
+            last_op, first_task = op_index, index
 
 
-def _optimizer_after_backward(tasks: list[Task]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+def _optimizer_after_backward(tasks: TaskTable) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """Every optimizer task waits for the whole backward pass. Returns the barrier (sinks,
     waiters) for `TaskGraph.barrier`, None when there is none; the waiters' `preds` are left
     as they are (the barrier is the record of those edges)."""
-    backward = [t for t in tasks if t.phase == "backward" or t.phase == "recompute"]
+    phases = tasks.phase
+    backward = [i for i, phase in enumerate(phases) if phase == "backward" or phase == "recompute"]
     if not backward:
         return None
     # a chain through the last backward task would not order the others; depend on all of
     # them through the sinks of the backward sub-graph instead
-    late = {t.index for t in backward}
-    has_backward_succ = set().union(*[t.preds for t in backward]) & late
-    sinks = [t.index for t in backward if t.index not in has_backward_succ]
-    waiters = [t.index for t in tasks if t.phase == "optimizer"]
+    preds = tasks.preds
+    has_backward_succ = set().union(*[preds[i] for i in backward]).intersection(backward)
+    sinks = [i for i in backward if i not in has_backward_succ]
+    waiters = [i for i, phase in enumerate(phases) if phase == "optimizer"]
     return (tuple(sinks), tuple(waiters)) if waiters else None

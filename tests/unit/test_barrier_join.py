@@ -86,7 +86,7 @@ def test_a_waiter_waits_for_sinks_it_does_not_read():
 
 def _explicit(graph: TaskGraph) -> TaskGraph:
     """The graph with the barrier written out as an edge per (sink, waiter), no record."""
-    tasks = [dataclasses.replace(t, preds=graph.predecessors(t.index) | set()) for t in graph.tasks]
+    tasks = [dataclasses.replace(t.as_task(), preds=graph.predecessors(t.index) | set()) for t in graph.tasks]
     return dataclasses.replace(graph, tasks=tasks, barrier=None)
 
 

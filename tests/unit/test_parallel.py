@@ -146,7 +146,7 @@ def test_the_optimizer_barrier_retimes_as_explicit_edges(monkeypatch):
     def explicit(*args, **options):
         g = extract(*args, **options)
         assert g.barrier is not None
-        tasks = [dataclasses.replace(t, preds=g.predecessors(t.index) | set()) for t in g.tasks]
+        tasks = [dataclasses.replace(t.as_task(), preds=g.predecessors(t.index) | set()) for t in g.tasks]
         return dataclasses.replace(g, tasks=tasks, barrier=None)
 
     monkeypatch.setattr(step, "extract", explicit)

@@ -31,8 +31,9 @@ def test_one_pass_gives_the_reach_of_the_walk():
     rng = random.Random(5)
     for _ in range(300):
         tasks, first, last = random_stack(rng, later=False)
-        reach = _first_tiles_reached(tasks, first, last)
-        walked = _first_tiles_reached_walk(tasks, first, last)
+        preds = [t.preds for t in tasks]
+        reach = _first_tiles_reached(preds, first, last)
+        walked = _first_tiles_reached_walk(preds, first, last)
         assert {i: reach[i] for i in last} == {i: walked[i] for i in last}
 
 
@@ -47,7 +48,8 @@ def test_a_later_predecessor_falls_back_to_the_walk(monkeypatch):
     monkeypatch.setattr(taskgraph, "_first_tiles_reached_walk", walk)
     for n in range(50):
         tasks, first, last = random_stack(rng, later=True)
-        reach = _first_tiles_reached(tasks, first, last)
+        preds = [t.preds for t in tasks]
+        reach = _first_tiles_reached(preds, first, last)
         assert len(walks) == n + 1
-        walked = _first_tiles_reached_walk(tasks, first, last)
+        walked = _first_tiles_reached_walk(preds, first, last)
         assert {i: reach[i] for i in last} == {i: walked[i] for i in last}
