@@ -36,7 +36,7 @@ from typing import Any
 
 from monet_ir.cost.signature import Cost, LoopNestSig
 from monet_ir.errors import InternalError, MonetError, expected_errors
-from monet_ir.schedule.taskgraph import TaskGraph, TaskView
+from monet_ir.schedule.taskgraph import TaskGraph, TaskView, touched_bytes
 from targets import Core, Target
 
 DRAM = -1  # location id of off-chip memory
@@ -193,7 +193,7 @@ class ScheduleMemo:
 
     def __init__(self) -> None:
         self.prices: dict[tuple[int, tuple[int, ...]], tuple[Any, dict, dict]] = {}
-        self.stream_picks: dict[tuple, tuple[int, ...]] = {}  # (budget, *sizes) -> `_largest_within`
+        self.stream_picks: dict[tuple, Any] = {}  # (budget, sizes) -> `_stream_picks`
         self.graphs: OrderedDict[int, tuple[TaskGraph, GraphTables]] = OrderedDict()
 
     def tables(self, graph: TaskGraph) -> GraphTables:
@@ -239,6 +239,12 @@ class GraphTables:
         # storages whose DRAM copy is freed after their last use: values the step produces
         self.dram_freeable = list(map(and_, map(not_, tensors.persistent), map(is_not, producers, repeat(None))))
         self.consumers: dict[int, list[int]] = {}  # root -> its readers, sorted (`root_consumers`, on demand)
+        # per task, the bytes of the tensors it touches (`Task.touched_bytes`; the extractor
+        # fills them, a graph made of other tasks may not have them)
+        self.touched_bytes = g.tasks.touched_bytes
+        if None in self.touched_bytes:
+            self.touched_bytes = [known if known is not None else touched_bytes(reads, writes, tensors.bytes)
+                                  for known, reads, writes in zip(g.tasks.touched_bytes, g.tasks.reads, g.tasks.writes)]
         # the successors of each task, with the in-degrees and the tasks without predecessors
         n = len(g.tasks)
         all_preds = g.tasks.preds
@@ -388,7 +394,7 @@ class Scheduler:
         # per task, for each core it may run on: its cycles there, the energy parts of its cost
         # there (`split_energy`) and what the op streams through DRAM itself (`stream_of`)
         self.on_core: list[dict[int, tuple[float, tuple[float, float, float], Any]]] = []
-        self.stream_picks = memo.stream_picks if memo is not None else {}  # (budget, *sizes) -> `_largest_within`
+        self.stream_picks = memo.stream_picks if memo is not None else {}  # (budget, sizes) -> `_stream_picks`
 
     def _dram_resource(self, direction: str) -> Resource:
         dram = self.target.dram
@@ -568,12 +574,15 @@ class Scheduler:
         tables = GraphTables(g) if self.memo is None else self.memo.tables(g)
         self.root_of = tables.root_of
         self.bytes_of = tables.bytes_of
-        self.size_of = tables.bytes_of.__getitem__
         self.core_events = [self.memories[name].events for name in self.mem_names]
         self.dram_events = self.memories[self.dram_name].events
         self.remaining_uses = list(tables.uses)
         self.tables = tables
         self._initial_dram()
+        self.touched_bytes = tables.touched_bytes
+        if g.storage_plan is not None:  # (`paging.prepare` has just sized its buffers)
+            self.touched_bytes = [touched_bytes(reads, writes, self.bytes_of) for reads, writes in
+                                  zip(g.tasks.reads, g.tasks.writes)]
         placed = self._place_all()
         if placed != len(g.tasks):
             raise ScheduleError("the task graph has a cycle")
@@ -640,7 +649,7 @@ class Scheduler:
         task_cost, task_parts = self.task_cost, self.task_parts
         room_at, free, transfer = self._room_at, self._free, self._transfer
         routes, add_transfer = self.routes, self.transfers.append
-        stream_picks, size_of = self.stream_picks, self.size_of
+        stream_picks, touched_of = self.stream_picks, self.touched_bytes
         placed = 0
         while heap:
             ready, index = pop(heap)  # `ready` is ready_time[index]: its predecessors are all done
@@ -699,7 +708,7 @@ class Scheduler:
                 # tensors this task moves through DRAM instead of holding them (its own cost
                 # counts the traffic, or no room on chip); `unpaid`: outputs streamed by us
                 cycles, parts, spill = runs[core]
-                reads = reads_of[index]
+                reads, writes = reads_of[index], writes_of[index]
                 # (a task's reads may name a tensor twice)
                 n = len(reads)
                 unique = n < 2 or (reads[0] != reads[1] if n == 2 else len(set(reads)) == n)
@@ -711,19 +720,13 @@ class Scheduler:
                     # a vector op: its largest tensors up to the DRAM bytes its cost counts, each
                     # once (its writes are the tensors it produces, never one it reads nor one
                     # another); which of them depends only on the budget and the sizes in operand
-                    # order
-                    if unique:
-                        touched = reads + writes_of[index]
-                    else:
-                        touched = tuple(dict.fromkeys(reads + writes_of[index]))
-                    key = (spill, *map(size_of, touched))
+                    # order (`touched_bytes`)
+                    touched = reads + writes if unique else tuple(dict.fromkeys(reads + writes))
+                    key = (spill, touched_of[index])
                     picks = stream_picks.get(key)
                     if picks is None:
-                        picks = stream_picks[key] = _largest_within(key[1:], spill)
-                    if len(picks) == len(touched):
-                        streamed = frozenset(touched)
-                    else:
-                        streamed = frozenset(map(touched.__getitem__, picks))
+                        picks = stream_picks[key] = _stream_picks(key[1], spill)
+                    streamed = frozenset(touched if picks is True else picks(touched))
                 unpaid = None
                 capacity = capacities[core]
                 # inputs start arriving as soon as they exist and there is room (prefetch while
@@ -784,7 +787,6 @@ class Scheduler:
                 # outputs are placed together: check each one with those before it (the tensors
                 # it writes that are storages of their own, not views of existing ones)
                 need = 0
-                writes = writes_of[index]
                 for tid in writes:
                     if tid in streamed or root_of[tid] != tid:
                         continue
@@ -1145,13 +1147,31 @@ class Scheduler:
 
 
 
-NOTHING: frozenset[int] = frozenset()
-
-
 _first = itemgetter(0)
 _second = itemgetter(1)
 _third = itemgetter(2)
 _fifth = itemgetter(4)
+
+
+NOTHING: frozenset[int] = frozenset()
+
+
+def _stream_picks(sizes: tuple[int, ...], budget: float) -> Any:
+    """What a vector op streams through DRAM of the tensors it touches (`sizes`: their bytes,
+    each once, reads first): True for all of them, else a function taking the tensors and
+    returning those it streams (`_largest_within`, in order of size)."""
+    picks = _largest_within(sizes, budget)
+    if len(picks) == len(sizes):
+        return True
+    if not picks:
+        return _nothing
+    if len(picks) == 1:
+        return itemgetter(slice(picks[0], picks[0] + 1))
+    return itemgetter(*picks)
+
+
+def _nothing(touched: tuple[int, ...]) -> tuple[int, ...]:
+    return ()
 
 
 def _largest_within(sizes: tuple[int, ...], budget: float) -> tuple[int, ...]:

@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter, is_, itemgetter
 from typing import Any, NamedTuple
 
 from xdsl.dialects import func
@@ -81,9 +81,14 @@ class Task:
     the cost model says per role which operands it streams from DRAM itself."""
     page: str = ""
     """`out` or `in` for the page tasks of a paged activation (`monet_ir.schedule.paging`)."""
+    touched_bytes: tuple[int, ...] | None = None
+    """The bytes of the tensors the task touches, each once: its reads, then its writes
+    (`touched_bytes`); what a vector op streams through DRAM depends on them (the scheduler).
+    Filled by the extractor (a fused run's tasks share their tuples); None: not known yet."""
 
 
-TASK_FIELDS = ("op", "node", "phase", "sig", "reads", "writes", "preds", "in_place", "op_index", "roles", "page")
+TASK_FIELDS = ("op", "node", "phase", "sig", "reads", "writes", "preds", "in_place", "op_index", "roles", "page",
+               "touched_bytes")
 TENSOR_FIELDS = ("name", "bytes", "kind", "persistent", "producer", "consumers", "root")
 
 
@@ -113,7 +118,7 @@ class TaskView:
     def index(self) -> int:
         return self.position
 
-    op, node, phase, sig, reads, writes, preds, in_place, op_index, roles, page = map(_field, TASK_FIELDS)
+    op, node, phase, sig, reads, writes, preds, in_place, op_index, roles, page, touched_bytes = map(_field, TASK_FIELDS)
 
     def as_task(self) -> Task:
         """A `Task` with this task's fields (the same objects)."""
@@ -237,7 +242,8 @@ class TaskTable(_Table):
     VIEW = TaskView
 
     def add(self, op: str, node: str, phase: str, sig: Any, reads: tuple[int, ...], writes: tuple[int, ...],
-            preds: set[int], in_place: tuple[int, ...], op_index: int, roles: dict[int, str], page: str = "") -> int:
+            preds: set[int], in_place: tuple[int, ...], op_index: int, roles: dict[int, str], page: str = "",
+            touched_bytes: tuple[int, ...] | None = None) -> int:
         """Append a task; returns its index."""
         index = len(self.op)
         self.op.append(op)
@@ -251,7 +257,14 @@ class TaskTable(_Table):
         self.op_index.append(op_index)
         self.roles.append(roles)
         self.page.append(page)
+        self.touched_bytes.append(touched_bytes)
         return index
+
+    def fill_touched_bytes(self, sizes: Sequence[int]) -> None:
+        """`touched_bytes` of the tasks that have none, from the tensors' `sizes`."""
+        column = self.touched_bytes
+        for index in compress(range(len(column)), map(is_, column, repeat(None))):
+            column[index] = touched_bytes(self.reads[index], self.writes[index], sizes)
 
     @staticmethod
     def _position(record: Any) -> int:
@@ -297,6 +310,15 @@ class TensorTable(_Table):
     @staticmethod
     def _position(record: Any) -> int:
         return record.id
+
+
+def touched_bytes(reads: tuple[int, ...], writes: tuple[int, ...], sizes: Sequence[int]) -> tuple[int, ...]:
+    """The bytes (`sizes`) of the tensors a task reading `reads` and writing `writes` touches,
+    each once, in that order (`Task.touched_bytes`)."""
+    touched = reads + writes
+    if len(touched) > 1 and len(set(touched)) < len(touched):
+        touched = tuple(dict.fromkeys(touched))
+    return tuple(map(sizes.__getitem__, touched))
 
 
 @dataclass
@@ -624,6 +646,7 @@ class _Extractor:
             add_task(name, node, phase, sig, reads, tuple(writes), preds, in_place, position, roles)
         self.add_paging(program, paged)
         storage_plan = self.add_storage(stored)
+        self.tasks.fill_touched_bytes(self.tensors.bytes)
         _order_in_place_updates(self.tasks, self.tensors)
         _pace_stacks(self.tasks.preds, self.stacks)
         _recompute_when_needed(self.tasks)
@@ -1106,7 +1129,10 @@ class _FusedRun:
         self.distinct = distinct  # the inputs whose tensors fill the first slots
         self.tensors = tensors  # its own tensors' names, bytes, kinds and persistence: a tuple per column
         self.producers = producers  # per own tensor, its producer's offset from the run's first task
-        self.tasks = tasks  # its tasks' ops, nodes, phases and signatures: a tuple per column
+        # its tasks' ops, nodes, phases, signatures and touched bytes: a tuple per column (the
+        # bytes of the inputs' tensors, like those of its own, follow from its ops and the
+        # inputs' layouts, which its key holds)
+        self.tasks = tasks
         self.op_offsets = op_offsets  # per task, its op's offset from the run's first program item
         self.ops = ops  # per op: its barrier's slots or None, whether tiled (not a view), its results, its tasks
         self.stored = stored  # the storage of its ops' results: (slots, layout)
@@ -1141,6 +1167,8 @@ class _FusedRun:
         if any(tasks.in_place[i] or tasks.page[i] for i in task_ids):
             return None
         own_tasks = tuple(tuple(column[tasks_before:]) for column in (tasks.op, tasks.node, tasks.phase, tasks.sig))
+        sizes = tensors.bytes
+        own_tasks += (tuple(touched_bytes(tasks.reads[i], tasks.writes[i], sizes) for i in task_ids),)
         op_offsets = tuple(tasks.op_index[i] - start for i in task_ids)
         by_op: dict[int, list[int]] = {}
         for i in task_ids:
@@ -1206,12 +1234,13 @@ class _FusedRun:
         stored = [(slots(flat), layout) for slots, layout in self.stored]
         # the columns that are the same for every use, then each task's reads, writes,
         # predecessors and roles
-        ops, nodes, phases, sigs = self.tasks
+        ops, nodes, phases, sigs, touched = self.tasks
         count = len(ops)
         tasks.op += ops
         tasks.node += nodes
         tasks.phase += phases
         tasks.sig += sigs
+        tasks.touched_bytes += touched
         tasks.op_index += map(start.__add__, self.op_offsets)
         tasks.in_place += repeat((), count)
         tasks.page += repeat("", count)

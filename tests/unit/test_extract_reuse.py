@@ -25,7 +25,7 @@ def dump(g) -> tuple:
     scheduler's results follow task order; a signature object's identity groups its prices)."""
     sig_ids: dict[int, int] = {}
     tasks = [(t.index, t.op, t.node, t.phase, t.sig, sig_ids.setdefault(id(t.sig), len(sig_ids)), t.reads, t.writes,
-              list(t.preds), t.in_place, t.op_index, list(t.roles.items()), t.page) for t in g.tasks]
+              list(t.preds), t.in_place, t.op_index, list(t.roles.items()), t.page, t.touched_bytes) for t in g.tasks]
     tensors = [(x.id, x.name, x.bytes, x.kind, x.persistent, x.producer, list(x.consumers), x.root) for x in g.tensors]
     return tasks, tensors, repr(g.storage_plan)
 
