@@ -369,18 +369,22 @@ class PriceBook:
         from monet_ir.cost import can_run, cost_of
         from monet_ir.schedule.taskgraph import TaskTable
 
-        by_id: dict[int, dict[int, Any]] = {}
+        by_id: dict[int, dict[int, Any]] = {}  # id(signature) -> its table, for those asked about
+        ids: set[int] = set()  # the identities of the tasks' signatures (on first use: a scheduler
+        # with a warm memo asks for no price, and one that does asks about a few signatures)
         missing = object()
         sigs = tasks.sig if isinstance(tasks, TaskTable) else [t.sig for t in tasks]
 
         def priced(sig, core):
             """The table entry (a Cost, or None when the core cannot run it); `missing` for a
             signature that is not one of these tasks'."""
-            if not by_id:  # built on first use: a scheduler with a warm memo asks for no price
-                by_id.update((id(s), self.table(s)) for s in sigs if s is not None)
             table = by_id.get(id(sig))
             if table is None:
-                return missing
+                if not ids:
+                    ids.update(map(id, sigs))
+                if sig is None or id(sig) not in ids:
+                    return missing
+                table = by_id[id(sig)] = self.table(sig)
             entry = table.get(core.id, missing)
             if entry is missing:
                 entry = table[core.id] = cost_of(sig, core) if can_run(sig, core) else None

@@ -30,8 +30,9 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import reduce
 from itertools import accumulate, compress, islice, repeat
-from operator import and_, eq, is_, is_not, itemgetter, ne, not_
+from operator import add, and_, eq, is_, is_not, itemgetter, ne, not_
 from typing import Any
 
 from monet_ir.cost.signature import Cost, LoopNestSig
@@ -365,7 +366,6 @@ class Scheduler:
         # tasks queue for one core: a step's optimizer updates)
         self.pending_sums: list[list[int]] = [[] for _ in range(n_cores)]
         self.pending_floor = [0] * n_cores
-        self.watermark = 0.0
         self.op_core: dict[int, int] = {}  # IR op -> the core its (first) tile runs on
         self.next_use_from: dict[int, int] = {}  # root -> index in root_consumers before which all are scheduled
         self.mem_names = []
@@ -537,17 +537,17 @@ class Scheduler:
         latency = max(self.task_end, default=0.0)
         if self.transfers:
             latency = max(latency, max(map(_fifth, self.transfers)))
-        # `Schedule.energy_breakdown_pj`: tasks with a signature in task order, then the transfers
-        compute = onchip = offchip = interconnect = 0.0
-        for parts in filter(None, self.task_parts):  # (None: a task without a cost)
-            compute += parts[0]
-            onchip += parts[1]
-            offchip += parts[2]
-        for t in self.transfers:
-            if t[7].startswith(("dram", "storage")):
-                offchip += t[6]
-            else:
-                interconnect += t[6]
+        # `Schedule.energy_breakdown_pj`: tasks with a signature in task order, then the transfers,
+        # each sum added up in that order (`functools.reduce`; `sum` of floats may compensate)
+        costed = list(filter(None, self.task_parts))  # (None: a task without a cost)
+        compute = reduce(add, map(_first, costed), 0.0)
+        onchip = reduce(add, map(_second, costed), 0.0)
+        offchip = reduce(add, map(_third, costed), 0.0)
+        energies, resources = list(map(_seventh, self.transfers)), list(map(_eighth, self.transfers))
+        off_chip = {name for name in set(resources) if name.startswith(("dram", "storage"))}
+        through = list(map(off_chip.__contains__, resources))
+        offchip = reduce(add, compress(energies, through), offchip)
+        interconnect = reduce(add, compress(energies, map(not_, through)), 0.0)
         energy = {"compute": compute, "onchip_memory": onchip, "offchip_memory": offchip, "interconnect": interconnect}
         peaks = {}
         for name, trace in self.memories.items():
@@ -583,8 +583,8 @@ class Scheduler:
         if g.storage_plan is not None:  # (`paging.prepare` has just sized its buffers)
             self.touched_bytes = [touched_bytes(reads, writes, self.bytes_of) for reads, writes in
                                   zip(g.tasks.reads, g.tasks.writes)]
-        placed = self._place_all()
-        if placed != len(g.tasks):
+        self._place_all()
+        if 0 in self.done:  # (a task never ready)
             raise ScheduleError("the task graph has a cycle")
         self._check_dram()
 
@@ -618,9 +618,9 @@ class Scheduler:
 
     # ------------------------------------------------------------------ the tasks
 
-    def _place_all(self) -> int:
+    def _place_all(self) -> None:
         """Place the tasks in order of readiness (a task is ready when its predecessors are
-        done); returns how many were placed. The body of the loop places one task with a
+        done); those never ready are left undone. The body of the loop places one task with a
         signature (views and page tasks: `_place_view`, `_place_page`); it is one function,
         its state in locals, because it runs once per task of every candidate a search scores."""
         tables = self.tables
@@ -650,7 +650,6 @@ class Scheduler:
         room_at, free, transfer = self._room_at, self._free, self._transfer
         routes, add_transfer = self.routes, self.transfers.append
         stream_picks, touched_of = self.stream_picks, self.touched_bytes
-        placed = 0
         while heap:
             ready, index = pop(heap)  # `ready` is ready_time[index]: its predecessors are all done
             if index < 0:
@@ -675,8 +674,6 @@ class Scheduler:
                         push(heap, (ready_time[s], s))
                 continue
             self.current = index
-            placed += 1
-            self.watermark = ready
             if page_of[index]:
                 end = self._place_page(tasks[index], ready)
             elif sig_of[index] is None:
@@ -755,7 +752,7 @@ class Scheduler:
                             nbytes = bytes_of[root]
                             when = at if at > ready else ready
                             if resident_bytes[core] + pending_bytes[core] + nbytes > capacity:
-                                when = room_at(core, nbytes, reads, when)
+                                when = room_at(core, nbytes, reads, when, ready)
                             if when is None:
                                 # no room even after evicting: it streams through from DRAM, and we pay that
                                 self._ensure_in_dram(root, copies)
@@ -794,7 +791,7 @@ class Scheduler:
                     if resident_bytes[core] + pending_bytes[core] + need + nbytes <= capacity:
                         need += nbytes  # `_room_at`'s first answer: fits even before any pending free
                         continue
-                    when = room_at(core, need + nbytes, reads, start)
+                    when = room_at(core, need + nbytes, reads, start, ready)
                     if when is None:
                         if unpaid is None:
                             unpaid = set()
@@ -854,7 +851,6 @@ class Scheduler:
                 indegree[s] = left = indegree[s] - 1
                 if not left:
                     push(heap, (ready_time[s], s))
-        return placed
 
     def _done(self, index: int, core: int, start: float, end: float) -> None:
         """Record a task without a cost (a view, a page task) as placed."""
@@ -891,13 +887,22 @@ class Scheduler:
         """When the inputs of a task (the tensors it `reads`) would be on each of `cores`, in their
         order (the task's tensors streamed through DRAM are not known yet: every input counts as
         brought to the core). Each input's nearest copy is found once for all the cores, and its
-        arrival once per route (from DRAM, every core's route is the DRAM interface)."""
+        arrival once per route (from DRAM, every core's route is the DRAM interface: an input
+        only in DRAM arrives on every core at once)."""
         arrivals = [0.0] * len(cores)
         root_of, bytes_of, all_copies, routes = self.root_of, self.bytes_of, self.copies, self.routes
+        dram = self.from_dram[0]
+        from_dram = 0.0  # the latest arrival of the inputs only in DRAM
         for tid in reads:
             root = root_of[tid]
             copies = all_copies[root]
             if not copies:
+                continue
+            if len(copies) == 1 and DRAM in copies:
+                at = copies[DRAM]
+                arrives = max(max(at, ready), dram.free_at) + bytes_of[root] * 8 / dram.bits_per_cycle
+                if arrives > from_dram:
+                    from_dram = arrives
                 continue
             src = None
             for k, core in enumerate(cores):
@@ -923,7 +928,7 @@ class Scheduler:
                     here = arrives
                 if here > arrivals[k]:
                     arrivals[k] = here
-        return arrivals
+        return [from_dram if from_dram > arrival else arrival for arrival in arrivals]
 
     def _route(self, src: int, dst: int) -> list[Resource]:
         route = self.routes[src + 1][dst + 1]
@@ -1027,10 +1032,11 @@ class Scheduler:
         if copies is not None:
             copies.pop(core, None)
 
-    def _room_at(self, core: int, nbytes: int, reads: tuple[int, ...], time: float) -> float | None:
-        """The earliest time >= `time` at which `nbytes` fit in the core's top memory: waiting
-        for frees already decided, then evicting (never the storage of a tensor in `reads`, the
-        task's operands). Returns when the bytes can be placed."""
+    def _room_at(self, core: int, nbytes: int, reads: tuple[int, ...], time: float, ready: float) -> float | None:
+        """The earliest time >= `time` at which `nbytes` fit in the core's top memory for the
+        task being placed (ready at `ready`, reading `reads`): waiting for frees already
+        decided, then evicting (never the storage of a tensor the task reads). Returns when the
+        bytes can be placed."""
         capacity = self.capacity[core]
         resident = self.resident_bytes[core]
         pending = self.pending_bytes[core]
@@ -1042,9 +1048,8 @@ class Scheduler:
         sums = self.pending_sums[core]
         # tasks are placed in order of readiness and nothing is allocated before the ready
         # time of the task being placed, so earlier frees can be forgotten
-        watermark = self.watermark
-        if frees and frees[0][0] <= watermark:
-            forget = bisect.bisect_right(frees, (watermark, math.inf))
+        if frees and frees[0][0] <= ready:
+            forget = bisect.bisect_right(frees, (ready, math.inf))
             floor = sums[forget - 1]
             pending -= floor - self.pending_floor[core]
             self.pending_floor[core] = floor
@@ -1151,6 +1156,8 @@ _first = itemgetter(0)
 _second = itemgetter(1)
 _third = itemgetter(2)
 _fifth = itemgetter(4)
+_seventh = itemgetter(6)
+_eighth = itemgetter(7)
 
 
 NOTHING: frozenset[int] = frozenset()

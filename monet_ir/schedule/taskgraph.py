@@ -29,11 +29,12 @@ paging, tests); `Task` and `TensorInfo` are the records appended to a table.
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import attrgetter, is_, itemgetter
+from itertools import compress, filterfalse, repeat
+from operator import attrgetter, eq, is_, itemgetter, ne
 from typing import Any, NamedTuple
 
 from xdsl.dialects import func
@@ -1410,15 +1411,22 @@ def _recompute_when_needed(tasks: TaskTable) -> None:
     started (its first task; the op itself when not tiled). Not after that op's last tile: in
     a fused backward stack the later tiles wait, depth-first, for tiles of the stack's later
     layers, which may read the recomputed value."""
-    last_op: int | None = None
-    first_task: int | None = None
+    phases, op_index = tasks.phase, tasks.op_index
+    every = range(len(phases))
+    recompute = list(compress(every, map(eq, phases, repeat("recompute"))))
+    if not recompute:
+        return
+    # the first task of each backward op: a backward task whose op is not the previous backward
+    # task's (backward tasks of one op follow each other, other tasks may stand between)
+    backward = list(compress(every, map(eq, phases, repeat("backward"))))
+    ops = list(map(op_index.__getitem__, backward))
+    firsts = list(compress(backward, map(ne, ops, [None, *ops[:-1]])))
     preds = tasks.preds
-    for index, (phase, op_index) in enumerate(zip(tasks.phase, tasks.op_index)):
-        if phase == "recompute":
-            if first_task is not None:
-                preds[index].add(first_task)
-        elif phase == "backward" and op_index != last_op:
-            last_op, first_task = op_index, index
+    for index in recompute:
+        # the op of the last backward task before it began with the last first task before it
+        before = bisect.bisect_left(firsts, index)
+        if before:
+            preds[index].add(firsts[before - 1])
 
 
 def _optimizer_after_backward(tasks: TaskTable) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
@@ -1426,13 +1434,16 @@ def _optimizer_after_backward(tasks: TaskTable) -> tuple[tuple[int, ...], tuple[
     waiters) for `TaskGraph.barrier`, None when there is none; the waiters' `preds` are left
     as they are (the barrier is the record of those edges)."""
     phases = tasks.phase
-    backward = [i for i, phase in enumerate(phases) if phase == "backward" or phase == "recompute"]
+    every = range(len(phases))
+    backward = list(compress(every, map(_BACKWARD_PHASES.__contains__, phases)))
     if not backward:
         return None
     # a chain through the last backward task would not order the others; depend on all of
     # them through the sinks of the backward sub-graph instead
-    preds = tasks.preds
-    has_backward_succ = set().union(*[preds[i] for i in backward]).intersection(backward)
-    sinks = [i for i in backward if i not in has_backward_succ]
-    waiters = [i for i, phase in enumerate(phases) if phase == "optimizer"]
-    return (tuple(sinks), tuple(waiters)) if waiters else None
+    has_backward_succ = set().union(*map(tasks.preds.__getitem__, backward)).intersection(backward)
+    sinks = tuple(filterfalse(has_backward_succ.__contains__, backward))
+    waiters = tuple(compress(every, map(eq, phases, repeat("optimizer"))))
+    return (sinks, waiters) if waiters else None
+
+
+_BACKWARD_PHASES = frozenset(("backward", "recompute"))
