@@ -596,6 +596,7 @@ class Evaluator:
         if g is not None:
             self._graphs.move_to_end(key)
             return g
+        self._make_room_for_graph()
         if self.quantize:
             g = self.quantized_graph(candidate)
         else:
@@ -616,8 +617,25 @@ class Evaluator:
         # at most `graph_cache` graphs, and of GRAPH_CACHE_TASKS tasks in all (but the newest)
         while len(graphs) > self._graph_cache or (
                 len(graphs) > 1 and sum(len(kept.tasks) for kept in graphs.values()) > GRAPH_CACHE_TASKS):
-            graphs.popitem(last=False)
+            self._drop_graph()
         return g
+
+    def _make_room_for_graph(self) -> None:
+        """Before a graph is built: drop the graphs its arrival would drop, taking it to be as
+        large as the last one. Freed now, their memory is reused by the new graph's objects
+        while it is still in the processor's caches (freed afterwards, they have left them)."""
+        graphs = self._graphs
+        if not graphs:
+            return
+        expected = len(next(reversed(graphs.values())).tasks)
+        while graphs and (len(graphs) >= self._graph_cache or
+                          sum(len(kept.tasks) for kept in graphs.values()) + expected > GRAPH_CACHE_TASKS):
+            self._drop_graph()
+
+    def _drop_graph(self) -> None:
+        """Drop the least recently used graph, and the scheduler's tables of it."""
+        _, g = self._graphs.popitem(last=False)
+        self.schedule_memo.forget(g)
 
     # -------------------------------------------------------------- schedule
 

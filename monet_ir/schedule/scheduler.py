@@ -209,6 +209,12 @@ class ScheduleMemo:
             graphs.popitem(last=False)
         return tables
 
+    def forget(self, graph: TaskGraph) -> None:
+        """Drop the tables of `graph` (its owner is done with it: the memo no longer keeps it alive)."""
+        entry = self.graphs.get(id(graph))
+        if entry is not None and entry[0] is graph:
+            del self.graphs[id(graph)]
+
 
 class GraphTables:
     """Tables of a task graph the list scheduler reads and never changes. The graph's columns
