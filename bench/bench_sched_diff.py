@@ -10,7 +10,10 @@ target with a storage level also random paging decisions) it compares every sche
 every transfer and every memory trace (capacity and sorted events) of the two schedules, the
 objectives `Evaluator.evaluate` returns with those of the old schedule, and the error message
 when a candidate fails. Prints the number of candidates compared and mismatches per case; exit
-status 1 on any mismatch.
+status 1 on any mismatch. The old scheduler reads this checkout's task graphs, so `DIR` must
+share their meaning: before aabc3fc a barrier's waiters listed every backward sink in their
+`preds`, which the old scheduler relies on, and every candidate mismatches against such a
+checkout for that reason alone.
 
     python bench/bench_sched_diff.py --old DIR --time 8 [--count 12] [--models ...] [--targets ...]
 
