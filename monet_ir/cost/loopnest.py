@@ -49,7 +49,7 @@ import random
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from targets.model import Core, MemoryLevel, Port
+from targets.model import Core, MemoryLevel
 
 from .memory_levels import build_levels, spilled_roles
 from .nest_roles import ROLES, TensorInfo, _merge, grow, pr_extent, tensor_elements, tensor_infos
@@ -388,7 +388,6 @@ class NestModel:
         """Assign the loops of `ordering` (innermost first) to memory levels, bottom-up.  Each
         level of a role takes the next consecutive loops of the order."""
         order = tuple(ordering)
-        total = len(order)
         start = {role: 0 for role in ROLES}  # loops of `order` already allocated, per role
         starts: dict[str, list[int]] = {role: [] for role in ROLES}
         # per role: loop sizes below the next level, and the tensor's elements they touch

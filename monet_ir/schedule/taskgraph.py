@@ -106,14 +106,41 @@ def _field(column: str) -> property:
     return property(get, put, doc=f"`{column}[i]` of the table")
 
 
-class TaskView:
-    """Task `index` of a `TaskTable`: the fields of a `Task`, read and written in the columns."""
+class _View:
+    """What `TaskView` and `TensorView` share: entry `position` of a table (`_Table`), its
+    fields (`FIELDS`) read and written in the columns, equal to the record (`RECORD`) with the
+    same fields."""
 
     __slots__ = ("table", "position")
+    FIELDS: tuple[str, ...] = ()
+    RECORD: type = object
+    KEY = ""  # the record's name for its position
 
-    def __init__(self, table: TaskTable, position: int):
+    def __init__(self, table: _Table, position: int):
         self.table = table
         self.position = position
+
+    def record(self) -> Any:
+        """A `RECORD` with this entry's fields (the same objects)."""
+        return self.RECORD(self.position, *(getattr(self, name) for name in self.FIELDS))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (self.RECORD, type(self))):
+            return NotImplemented
+        return (getattr(other, self.KEY) == self.position
+                and all(getattr(self, f) == getattr(other, f) for f in self.FIELDS))
+
+    __hash__ = None  # (mutable, as the records)
+
+    def __repr__(self) -> str:
+        return repr(self.record()).replace(f"{self.RECORD.__name__}(", f"{type(self).__name__}(", 1)
+
+
+class TaskView(_View):
+    """Task `index` of a `TaskTable`: the fields of a `Task`, read and written in the columns."""
+
+    __slots__ = ()
+    FIELDS, RECORD, KEY = TASK_FIELDS, Task, "index"
 
     @property
     def index(self) -> int:
@@ -121,30 +148,15 @@ class TaskView:
 
     op, node, phase, sig, reads, writes, preds, in_place, op_index, roles, page, touched_bytes = map(_field, TASK_FIELDS)
 
-    def as_task(self) -> Task:
-        """A `Task` with this task's fields (the same objects)."""
-        return Task(self.position, *(getattr(self, name) for name in TASK_FIELDS))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, (Task, TaskView)):
-            return NotImplemented
-        return other.index == self.position and all(getattr(self, f) == getattr(other, f) for f in TASK_FIELDS)
-
-    __hash__ = None  # (mutable, as a `Task`)
-
-    def __repr__(self) -> str:
-        return repr(self.as_task()).replace("Task(", "TaskView(", 1)
+    as_task = _View.record
 
 
-class TensorView:
+class TensorView(_View):
     """Tensor `id` of a `TensorTable`: the fields of a `TensorInfo`, read and written in the
     columns."""
 
-    __slots__ = ("table", "position")
-
-    def __init__(self, table: TensorTable, position: int):
-        self.table = table
-        self.position = position
+    __slots__ = ()
+    FIELDS, RECORD, KEY = TENSOR_FIELDS, TensorInfo, "id"
 
     @property
     def id(self) -> int:
@@ -152,19 +164,7 @@ class TensorView:
 
     name, bytes, kind, persistent, producer, consumers, root = map(_field, TENSOR_FIELDS)
 
-    def as_tensor(self) -> TensorInfo:
-        """A `TensorInfo` with this tensor's fields (the same objects)."""
-        return TensorInfo(self.position, *(getattr(self, name) for name in TENSOR_FIELDS))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, (TensorInfo, TensorView)):
-            return NotImplemented
-        return other.id == self.position and all(getattr(self, f) == getattr(other, f) for f in TENSOR_FIELDS)
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return repr(self.as_tensor()).replace("TensorInfo(", "TensorView(", 1)
+    as_tensor = _View.record
 
 
 class _Table:
