@@ -27,6 +27,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 from dialects import grad, mx, nn, train
 from dialects.base import bool_of, ints_of, is_float_type, num_elements, shape_of
 from monet_ir import graph
+from monet_ir.cost.conv_nest import NotAConvNest, conv_loop_nest
 from monet_ir.cost.signature import LoopNestSig, VectorSig
 from monet_ir.precision import NumberFormat, PrecisionPolicy
 from monet_ir.types import bits_of, tensor_bytes
@@ -183,28 +184,11 @@ def psum_bits_for(bits: int) -> int:
 
 
 def _conv_nest(kind: str, x: tuple[int, ...], w: tuple[int, ...], op, output: str, bits: tuple[int, int, int]) -> LoopNestSig:
-    spatial = len(x) - 2
-    if spatial not in (1, 2):
-        raise NoSignature(f"{op.name}: {spatial}-D convolutions are not described by the 2-D loop nest")
-    strides, pads, dilations, group = op.geometry(spatial)
-    y = (x[0], w[0]) + tuple(
-        (x[2 + i] + pads[i] + pads[spatial + i] - dilations[i] * (w[2 + i] - 1) - 1) // strides[i] + 1
-        for i in range(spatial)
-    )
-    if spatial == 1:
-        strides, dilations = (1, strides[0]), (1, dilations[0])
-        pads = (0, pads[0], 0, pads[1])
-        oy, ox, fy, fx = 1, y[2], 1, w[2]
-    else:
-        pads = (pads[0], pads[1], pads[2], pads[3])
-        oy, ox, fy, fx = y[2], y[3], w[2], w[3]
-    w_bits, i_bits, o_bits = bits
-    return LoopNestSig(
-        kind=kind, b=x[0], g=group, k=w[0] // group, c=w[1], oy=oy, ox=ox, fy=fy, fx=fx,
-        stride=tuple(strides), dilation=tuple(dilations), pads=pads,
-        w_bits=w_bits, i_bits=i_bits, o_bits=o_bits, psum_bits=psum_bits_for(max(bits)),
-        output_operand=output,
-    )
+    strides, pads, dilations, group = op.geometry(len(x) - 2)
+    try:
+        return conv_loop_nest(kind, x, w, strides, pads, dilations, group, output, (*bits, psum_bits_for(max(bits))))
+    except NotAConvNest as error:
+        raise NoSignature(f"{op.name}: {error}") from None
 
 
 def _bits(*types) -> tuple[int, ...]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterable
 
+from .conv_nest import NotAConvNest, conv_loop_nest, same_pads
 from .signature import LoopNestSig
 
 LOOP_NEST_OPS = ("Conv", "Gemm", "MatMul")
@@ -46,51 +47,26 @@ def _attr(node: Any, name: str, default: Any) -> Any:
 
 
 def conv_sig(node: Any, shapes: dict[str, list[int]], bits: tuple[int, int, int, int] = (8, 8, 8, 16)) -> LoopNestSig:
-    """A Conv node (2-D, or 1-D treated as height 1) as a forward loop nest."""
+    """A Conv node (2-D, or 1-D treated as height 1) as a forward loop nest (`conv_nest`)."""
     x_shape = shapes.get(node.input[0])
     w_shape = shapes.get(node.input[1])
-    y_shape = shapes.get(node.output[0])
-    if not x_shape or not w_shape or not y_shape or 0 in y_shape:
-        raise ValueError(f"Conv {node.name!r}: shapes of input, weight and output must be known")
-    group = int(_attr(node, "group", 1))
-    spatial = len(y_shape) - 2
-    kernel = list(w_shape[2:]) or [1]
+    if not x_shape or not w_shape or 0 in x_shape or 0 in w_shape:
+        raise ValueError(f"Conv {node.name!r}: shapes of input and weight must be known")
+    spatial = len(x_shape) - 2
     strides = list(_attr(node, "strides", [1] * spatial))
     dilations = list(_attr(node, "dilations", [1] * spatial))
     pads = list(_attr(node, "pads", [0] * (2 * spatial)))
-    if spatial == 1:
-        kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
-        pads = [0, pads[0], 0, pads[1]]
-        out_y, out_x = 1, y_shape[2]
-    elif spatial == 2:
-        out_y, out_x = y_shape[2], y_shape[3]
-    else:
-        raise ValueError(f"Conv {node.name!r}: only 1-D and 2-D convolutions are loop nests here")
-    in_y, in_x = (1, x_shape[2]) if spatial == 1 else (x_shape[2], x_shape[3])
-    # The end padding a window actually reaches (a strided window may stop short of it), so
-    # that the nest's input extent equals the real input rows/columns.
-    span_y = (out_y - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1
-    span_x = (out_x - 1) * strides[1] + (kernel[1] - 1) * dilations[1] + 1
-    pads = [pads[0], pads[1], max(0, span_y - pads[0] - in_y), max(0, span_x - pads[1] - in_x)]
-    w_bits, i_bits, o_bits, psum_bits = bits
-    return LoopNestSig(
-        kind="conv",
-        b=max(1, y_shape[0]),
-        g=group,
-        k=y_shape[1] // group,
-        c=x_shape[1] // group,
-        oy=out_y,
-        ox=out_x,
-        fy=kernel[0],
-        fx=kernel[1],
-        stride=(strides[0], strides[1]),
-        dilation=(dilations[0], dilations[1]),
-        pads=(pads[0], pads[1], pads[2], pads[3]),
-        w_bits=w_bits,
-        i_bits=i_bits,
-        o_bits=o_bits,
-        psum_bits=psum_bits,
-    )
+    auto_pad = _attr(node, "auto_pad", "NOTSET")
+    if isinstance(auto_pad, bytes):
+        auto_pad = auto_pad.decode()
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads = same_pads(x_shape[2:], w_shape[2:], strides, dilations, auto_pad == "SAME_UPPER")
+    elif auto_pad == "VALID":
+        pads = [0] * (2 * spatial)
+    try:
+        return conv_loop_nest("conv", x_shape, w_shape, strides, pads, dilations, int(_attr(node, "group", 1)), "O", bits)
+    except NotAConvNest as error:
+        raise ValueError(f"Conv {node.name!r}: {error}") from None
 
 
 def matmul_sig(node: Any, shapes: dict[str, list[int]], bits: tuple[int, int, int, int] = (8, 8, 8, 16)) -> LoopNestSig:

@@ -22,6 +22,7 @@ from dialects.base import (
     ints_attr,
 )
 from monet_ir.frontend.attrs import attr, node_name
+from monet_ir.cost.conv_nest import same_pads
 
 
 class Unsupported(Exception):
@@ -375,17 +376,6 @@ def conv_geometry(imp: Any, node: Any, spatial: int, kernel: Sequence[int], tran
     if props["group"].value.data == 1:
         del props["group"]
     return props
-
-
-def same_pads(size: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int], upper: bool) -> list[int]:
-    begins, ends = [], []
-    for n, k, s, d in zip(size, kernel, strides, dilations, strict=True):
-        out = -(-n // s)
-        total = max(0, (out - 1) * s + (k - 1) * d + 1 - n)
-        small, big = total // 2, total - total // 2
-        begins.append(small if upper else big)
-        ends.append(big if upper else small)
-    return begins + ends
 
 
 @converts("Conv")
