@@ -4,6 +4,14 @@ PyTorch exports compute shapes with small sub-graphs (`Shape -> Gather -> Unsque
 Reshape`) and build masks and position indices from `Constant` nodes. Every node whose inputs are
 all known at import is evaluated here with numpy, so these sub-graphs never reach the IR: their
 results become properties (a reshape's target shape) or `nn.constant` ops (a mask).
+
+The common shape-arithmetic ops have numpy folders here (`FOLDERS`); any other operator of the
+standard domain whose inputs are all known is evaluated by ONNX's reference implementation of
+that operator (`onnx.reference`), at the model's opset: element-wise math of constants (the
+`Cos`/`Sin` of a rotary table, a `Softplus` of a constant), `TopK` or `OneHot` of constants,
+whatever the file holds. Random and stateful ops (`NEVER_FOLD`) and ops with sub-graphs are never
+folded. So what the importer supports is decided after every constant sub-graph is folded: an
+operator it has no converter for is refused only where it computes on data.
 """
 
 from __future__ import annotations
@@ -51,6 +59,16 @@ def _reshape(ins: list[Array | None], attrs: Attrs) -> Array:
     if not attrs.get("allowzero", 0):
         shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
     return x.reshape(shape)
+
+
+def _flatten(ins: list[Array | None], attrs: Attrs) -> Array:
+    """ONNX Flatten: axis in [-r, r]; axis == r gives [N, 1] (a causal mask flattened whole),
+    so a negative axis counts from the end but a positive one is never wrapped."""
+    x = ins[0]
+    axis = int(attrs.get("axis", 1))
+    if axis < 0:
+        axis += x.ndim
+    return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
 
 
 def _slice(ins: list[Array | None], attrs: Attrs) -> Array:
@@ -178,9 +196,7 @@ FOLDERS: dict[str, Callable[[list[Array | None], Attrs], Array]] = {
     "Unsqueeze": _unsqueeze,
     "Squeeze": _squeeze,
     "Reshape": _reshape,
-    "Flatten": lambda ins, attrs: ins[0].reshape(
-        int(np.prod(ins[0].shape[: attrs.get("axis", 1) % max(ins[0].ndim, 1)])), -1
-    ),
+    "Flatten": _flatten,
     "Slice": _slice,
     "Gather": _gather,
     "Concat": _concat,
@@ -232,16 +248,21 @@ FOLDERS: dict[str, Callable[[list[Array | None], Attrs], Array]] = {
 }
 
 # Ops whose result is random or has side effects must never be folded.
-NEVER_FOLD = {"Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"}
+NEVER_FOLD = {"Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+              "Bernoulli"}
 
 
-def fold(op_type: str, inputs: list[Array | None], attrs: Attrs) -> list[Array]:
-    """Evaluate one node on constant inputs; raises NotFoldable when it cannot."""
+def fold(op_type: str, inputs: list[Array | None], attrs: Attrs, node: Any = None, opset: int = 17) -> list[Array]:
+    """Evaluate one node on constant inputs; raises NotFoldable when it cannot. `node` (the
+    NodeProto, standard domain) lets an operator without a numpy folder here be evaluated by
+    ONNX's reference implementation at `opset`."""
     if op_type in NEVER_FOLD:
         raise NotFoldable(op_type)
     folder = FOLDERS.get(op_type)
     if folder is None:
-        raise NotFoldable(op_type)
+        if node is None:
+            raise NotFoldable(op_type)
+        return _reference_fold(node, inputs, opset)
     try:
         # PyTorch's own arithmetic on these values overflows the same way (T5's log-spaced
         # position buckets take log(0) and cast -inf, then discard it with Where)
@@ -249,3 +270,34 @@ def fold(op_type: str, inputs: list[Array | None], attrs: Attrs) -> list[Array]:
             return [np.asarray(folder(inputs, attrs))]
     except (ValueError, IndexError, TypeError, KeyError) as e:
         raise NotFoldable(f"{op_type}: {e}") from e
+
+
+def _quiet(*_args: Any) -> None:
+    """onnx.reference's log hook (it logs nothing at verbosity 0, but calls the hook)."""
+
+
+def _reference_fold(node: Any, inputs: list[Array | None], opset: int) -> list[Array]:
+    """One standard-domain node evaluated by onnx.reference's kernel of its op (a numpy
+    implementation of the ONNX specification)."""
+    from onnx import AttributeProto
+
+    if node.domain not in ("", "ai.onnx"):
+        raise NotFoldable(f"{node.domain}::{node.op_type}")
+    if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
+        raise NotFoldable(f"{node.op_type} has a sub-graph")
+    if any(isinstance(v, np.ndarray) and v.dtype == object for v in inputs):
+        raise NotFoldable(f"{node.op_type}: a string input")
+    try:
+        from onnx.reference.ops import load_op
+
+        kernel = load_op("", node.op_type, opset)(
+            node, {"opsets": {"": opset}, "verbose": 0, "new_ops": None, "log": _quiet})
+        with np.errstate(all="ignore"):
+            outs = kernel.run(*inputs)
+    except Exception as e:  # an op onnx.reference lacks, or inputs its kernel rejects
+        raise NotFoldable(f"{node.op_type}: {type(e).__name__}: {e}") from e
+    if not isinstance(outs, (tuple, list)):
+        outs = (outs,)
+    if any(not isinstance(o, np.ndarray | np.generic) for o in outs):
+        raise NotFoldable(f"{node.op_type}: a result that is not a tensor (a sequence?)")
+    return [np.asarray(o) for o in outs]

@@ -524,7 +524,8 @@ class OnnxImporter:
         if not node.input:
             return False
         try:
-            outs = fold(node.op_type, ins, attrs_of(node))
+            outs = fold(node.op_type, ins, attrs_of(node), node if node.domain in ("", "ai.onnx") else None,
+                        self.opset)
         except NotFoldable:
             return False
         for name, value in zip(node.output, outs, strict=False):
