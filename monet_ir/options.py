@@ -1,14 +1,21 @@
-"""Parsing of command-line option values shared by the tools and the explorer.
+"""The options of a training step, and parsing of option values the tools and the explorer share.
 
-Both `monet_ir.tools` (the command-line drivers) and `monet_ir.explore` (which rebuilds the
-training step a tool would build) read these values, so they live on the ground floor, below
-both. A bad value raises `UsageError` (one line naming the option and what is wrong).
+`StepOptions` declares every option that shapes a training step, once: its field's `option(...)`
+metadata gives the command-line flag, help and commands; `monet_ir.pipeline` resolves the
+options and builds the step from them (docs/architecture.md: adding an option). Both
+`monet_ir.tools` (the command-line drivers) and `monet_ir.explore` (which rebuilds the training
+step a tool would build) read these values, so they live on the ground floor, below both. A bad
+value raises `UsageError` (one line naming the option and what is wrong).
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from monet_ir.errors import UsageError
 
@@ -51,3 +58,196 @@ def parse_dims(entries: Sequence[str]) -> dict[str, int]:
             raise UsageError(f"--dim {entry}: expected NAME=VALUE with a positive integer VALUE")
         dims[name] = int(value)
     return dims
+
+
+# ---------------------------------------------------------------------- the step's options
+
+COMMANDS = ("report", "explore", "sweep", "plan")
+EVERY_COMMAND = frozenset(COMMANDS)
+LOSSES = ("cross-entropy", "mse", "sum", "none")
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+
+
+@dataclass(frozen=True)
+class Option:
+    """How a `StepOptions` field appears outside Python. `flag`: its command-line spelling
+    (a name without dashes is positional); `commands`: the `monet` commands that take it;
+    `in_pass`: whether `monet-step{...}` takes it; `cli`: extra `argparse` keywords (choices,
+    metavar, type); `add`/`read`: for an option spelled by several flags, the functions that add
+    them to a parser and read the field's value back from the parsed arguments."""
+
+    flag: str
+    help: str
+    commands: frozenset[str] = EVERY_COMMAND
+    in_pass: bool = True
+    cli: dict[str, Any] = field(default_factory=dict)
+    add: Callable[[argparse.ArgumentParser, Option], None] | None = None
+    read: Callable[[argparse.Namespace], Any] | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+def option(default: Any, flag: str, help: str, **how: Any) -> Any:
+    """A `StepOptions` field: its default and how it is spelled (`Option`)."""
+    if "commands" in how:
+        how["commands"] = frozenset(how["commands"])
+    return field(default=default, metadata={"option": Option(flag, help, **how)})
+
+
+def _add_precision(parser: argparse.ArgumentParser, opt: Option) -> None:
+    from monet_ir.precision import FORMAT_NAMES, TENSOR_CLASSES
+
+    parser.add_argument("--precision", metavar="NAME|CLASS=NAME,...",
+                        help=f"number format of every tensor class ({', '.join(FORMAT_NAMES)}), or one per class: "
+                             f"{'=NAME,'.join(TENSOR_CLASSES)}=NAME (classes left out: fp32); default: the target's "
+                             "or the model's")
+    parser.add_argument("--mx-block", type=int, default=32, metavar="K",
+                        help="elements per shared scale of vector MX groups (default 32)")
+    parser.add_argument("--mx-group", default="vector", metavar="vector|square:RxC",
+                        help="MX group shape: vector (1 x K along the reduction axis, default) or square:RxC "
+                             "(e.g. square:8x8)")
+
+
+def _read_precision(args: argparse.Namespace) -> str:
+    """--precision with --mx-block/--mx-group folded in, as one policy text ("" without one)."""
+    from monet_ir.precision import PrecisionError, policy_spec
+
+    text = getattr(args, "precision", None)
+    if not text:
+        return ""
+    try:
+        return policy_spec(text, getattr(args, "mx_block", 32), getattr(args, "mx_group", "vector")) or ""
+    except PrecisionError as e:
+        raise UsageError(str(e)) from None
+
+
+FREEZE_HELP = ("import this ONNX initializer as a frozen (non-trainable) weight: no gradient, no optimizer state "
+               "(buffers and constants an exporter wrote as initializers); repeatable")
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """Every option that shapes a training step (see the module docstring: adding one is a field
+    here). Values are as the user spells them; `resolve` checks and loads them."""
+
+    model: str = option("", "model", "ONNX model", in_pass=False)
+    target: str = option("", "--target", "built-in target name or target YAML (ours or Stream's)",
+                         commands=("report", "explore"))
+    loss: str = option("cross-entropy", "--loss", "loss the training step minimizes (default cross-entropy)",
+                       cli={"choices": LOSSES})
+    labels: str = option("labels", "--labels", "name of the labels input the loss adds")
+    optimizer: str = option("adam", "--optimizer", "optimizer of the step (default adam)",
+                            cli={"choices": OPTIMIZERS})
+    lr: float = option(1e-3, "--lr", "learning rate", cli={"type": float})
+    precision: str = option("", "--precision", "number formats (a policy: monet_ir.precision)",
+                            add=_add_precision, read=_read_precision)
+    dims: tuple[str, ...] = option((), "--dim", "pin a symbolic ONNX dimension", in_pass=False,
+                                   cli={"action": "append", "metavar": "NAME=N"})
+    frozen: tuple[str, ...] = option((), "--freeze", FREEZE_HELP, in_pass=False,
+                                     cli={"action": "append", "metavar": "NAME"})
+    inference: bool = option(False, "--inference", "the forward pass only: no loss, no optimizer",
+                             commands=("report",), cli={"action": "store_true"})
+    checkpoint: str = option(
+        "store-all", "--checkpoint",
+        "activation checkpointing: store-all (default), recompute-all, sqrt, memory-budget=BYTES, "
+        "list=NODE,NODE,... or plan=FILE.json (keep/recompute/page per saved activation) (the "
+        "activation-checkpoint pass)", commands=("report", "sweep"), cli={"metavar": "POLICY"})
+    fusion: str = option("none", "--fusion", "layer fusion: none, auto (stacks sized to the target's memories), or "
+                         "explicit stacks by first and last ONNX node", commands=("report",),
+                         cli={"metavar": "none|auto|FIRST:LAST[,FIRST:LAST...]"})
+    tiles: int = option(0, "--tiles", "tiles per fused layer (default: from memory)", commands=("report",),
+                        cli={"type": int})
+    mapping: str = option("", "--mapping", "core allocation YAML (Stream style: name, core_allocation)",
+                          commands=("report",))
+    system: str = option("", "--system", "multi-chip system: built-in name (monet targets) or system YAML; the step "
+                         "runs on every chip (see --parallel)", commands=("report", "explore", "plan"), in_pass=False)
+    parallel: str = option("", "--parallel", "parallel plan on --system (default dp=1); also bucket=BYTES, "
+                           "algorithm=ring|tree|hierarchical", commands=("report",), in_pass=False,
+                           cli={"metavar": "dp=N,tp=N,pp=N[,zero=S][,microbatches=M]"})
+    pipeline: str = option("", "-p", "passes run after the step's own and before the costing (a pass pipeline as "
+                           "monet-opt -p takes it: MONET's passes, xDSL's and those of installed plugins)",
+                           commands=("report",), in_pass=False, cli={"metavar": "PIPELINE", "dest": "pipeline"})
+
+    def __post_init__(self) -> None:
+        # None for "not given" (as the Python API and older callers pass it) is the default, and
+        # a list a tuple: equal options compare and print equal
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                object.__setattr__(self, f.name, f.default)
+            elif isinstance(value, list):
+                object.__setattr__(self, f.name, tuple(value))
+
+    @staticmethod
+    def options() -> list[tuple[dataclasses.Field, Option]]:
+        return [(f, f.metadata["option"]) for f in dataclasses.fields(StepOptions)]
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, command: str, **changes: Any) -> StepOptions:
+        """The options a `monet` command's parsed arguments give (fields the command does not
+        take keep their defaults); `changes` replace fields (e.g. a command's own spelling)."""
+        values: dict[str, Any] = {}
+        for f, opt in cls.options():
+            if command not in opt.commands:
+                continue
+            value = opt.read(args) if opt.read is not None else getattr(args, _dest(opt), None)
+            if value is None:
+                continue
+            values[f.name] = tuple(value) if isinstance(value, list) else value
+        values.update(changes)
+        return cls(**values)
+
+    def command_line(self) -> list[str]:
+        """The `monet report` arguments that rebuild this step (the model first; options at their
+        defaults left out)."""
+        args = [self.model]
+        for f, opt in self.options():
+            value = getattr(self, f.name)
+            if f.name == "model" or value == f.default or "report" not in opt.commands:
+                continue
+            if isinstance(value, bool):
+                args.append(opt.flag)
+            elif isinstance(value, tuple):
+                for item in value:
+                    args += [opt.flag, item]
+            else:
+                args += [opt.flag, repr(value) if isinstance(value, float) else str(value)]
+        return args
+
+    def report_args(self) -> list[str]:
+        """`command_line()` (the name the explorer's outputs use)."""
+        return self.command_line()
+
+    def pass_options(self) -> dict[str, Any]:
+        """The fields `monet-step{...}` takes, by name."""
+        return {f.name: getattr(self, f.name) for f, opt in self.options() if opt.in_pass}
+
+
+def _dest(opt: Option) -> str:
+    return opt.cli.get("dest", opt.dest)
+
+
+def add_step_arguments(parser: argparse.ArgumentParser, command: str, required: Sequence[str] = ()) -> None:
+    """The command-line options of the `StepOptions` fields `command` takes (`required`: the
+    fields this command cannot do without, by name). An option left out parses as None and the
+    field keeps its default (`StepOptions.from_args`)."""
+    for f, opt in StepOptions.options():
+        if command not in opt.commands:
+            continue
+        if opt.add is not None:
+            opt.add(parser, opt)
+            continue
+        if not opt.flag.startswith("-"):
+            parser.add_argument(opt.flag, help=opt.help)
+            continue
+        kwargs = dict(opt.cli)
+        if kwargs.get("action") == "append":
+            kwargs["default"] = []
+        elif kwargs.get("action") != "store_true":
+            kwargs["default"] = None
+        if f.name in required:
+            kwargs["required"] = True
+        flags = [opt.flag] if opt.flag.startswith("--") else [opt.flag, "--" + f.name]
+        parser.add_argument(*flags, help=opt.help, **kwargs)

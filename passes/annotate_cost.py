@@ -35,15 +35,12 @@ class AnnotateCostPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from dialects.hw import CostAttr
-        from monet_ir.cost import can_run, cost_of
         from monet_ir.analysis.ir_signatures import signature_of
-        from targets import get_target
-        from targets.precision_choice import choose_precision
+        from targets.loader import resolve_target
 
         if not self.target:
             raise PassFailedException("annotate-cost: the target option is required (a built-in name or a YAML file)")
-        target = get_target(self.target, precision=self.precision or None)
-        choice = choose_precision(target, self.precision or None)
+        target, choice = resolve_target(self.target, self.precision)
         bits = choice.bits
         cache: dict[tuple, ArrayAttr] = {}
         for operation in graph.compute_ops(graph.step_function(op)):
@@ -52,16 +49,32 @@ class AnnotateCostPass(ModulePass):
                 continue
             attr = cache.get(sig)
             if attr is None:
-                costs = [cost_of(sig, core) for core in target.cores if can_run(sig, core)]
-                if not costs:
-                    raise PassFailedException(
-                        f"annotate-cost: no core of target '{target.name}' can run {operation.name} "
-                        f"(node '{graph.op_node(operation)}')"
-                    )
                 # identical ops (ResNet blocks, transformer layers) share one attribute instance
-                attr = ArrayAttr([CostAttr(c.core, c.latency_cycles, c.energy_pj, c.mem_bytes) for c in costs])
-                cache[sig] = attr
+                attr = cache[sig] = ArrayAttr([CostAttr(c.core, c.latency_cycles, c.energy_pj, c.mem_bytes)
+                                               for c in _costs(operation, sig, target)])
             operation.attributes["monet.costs"] = attr
         op.attributes["monet.target"] = StringAttr(self.target)
         if choice.name:
             op.attributes["monet.precision"] = StringAttr(choice.name)
+
+
+def _costs(operation, sig, target) -> list:
+    """The op's cost on every core that can run it, as the scheduler prices it: a core whose
+    cost model refuses the op (e.g. no loop order fits its memories) cannot run it; no core at
+    all is an error naming the op."""
+    from monet_ir.cost import CostError, can_run, cost_of
+    from monet_ir.errors import internal_errors_at
+
+    costs, refusals = [], []
+    with internal_errors_at(f"op {operation.name} (node '{graph.op_node(operation)}')"):
+        for core in target.cores:
+            if can_run(sig, core):
+                try:
+                    costs.append(cost_of(sig, core))
+                except CostError as e:
+                    refusals.append(str(e))
+    if not costs:
+        why = f": {refusals[0]}" if refusals else ""
+        raise PassFailedException(f"annotate-cost: no core of target '{target.name}' can run {operation.name} "
+                                  f"(node '{graph.op_node(operation)}'){why}")
+    return costs

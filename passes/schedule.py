@@ -34,6 +34,10 @@ class SchedulePass(ModulePass):
     precision: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        self.schedule(op)
+
+    def schedule(self, op: ModuleOp):
+        """Schedule the module's step, write the schedule on it and return the `Schedule`."""
         from dialects.hw import SchedAttr
 
         target, mapping, precision = resolved_options(op, self.target, self.mapping, self.precision)
@@ -54,6 +58,7 @@ class SchedulePass(ModulePass):
             op.attributes["monet.precision"] = StringAttr(precision)
         op.attributes["monet.latency_cycles"] = FloatAttr(float(round(s.latency_cycles)), f64)
         op.attributes["monet.energy_pj"] = FloatAttr(float(sum(s.energy_breakdown_pj().values())), f64)
+        return s
 
 
 def resolved_options(module: ModuleOp, target: str, mapping: str, precision: str) -> tuple[str, str, str]:
@@ -72,11 +77,10 @@ def run_schedule(module: ModuleOp, target_name: str, mapping: str, precision: st
     from monet_ir.schedule.mapping import load_allocation
     from monet_ir.schedule.scheduler import schedule
     from monet_ir.schedule.taskgraph import extract
-    from targets import get_target
-    from targets.precision_choice import choose_precision
+    from targets.loader import resolve_target
 
-    target = get_target(target_name, precision=precision or None)
-    bits = choose_precision(target, precision or None).bits
+    target, choice = resolve_target(target_name, precision)
+    bits = choice.bits
     allocation = load_allocation(mapping) if mapping else None
     if allocation is not None:
         allocation.check_cores(len(target.cores))

@@ -188,3 +188,13 @@ def get_target(name_or_path: str, precision: str | None = None) -> Target:
         return load_target_file(name_or_path, precision)
     known = ", ".join(list_builtin_targets())
     raise TargetError(f"{name_or_path}: <name>: no such file and no built-in target of that name (built-in: {known})")
+
+
+def resolve_target(name: str, requested: str | None):
+    """The target of that name or file, loaded for the `requested` precision (a policy's text or
+    None), and the precision chosen on it (`PrecisionChoice`): the one rule every tool and pass
+    follows."""
+    from .precision_choice import choose_precision
+
+    target = get_target(name, precision=requested or None)
+    return target, choose_precision(target, requested or None)

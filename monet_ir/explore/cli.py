@@ -14,15 +14,13 @@ from typing import Any
 from monet_ir.errors import UsageError
 from monet_ir.explore.dispatch import local_cores
 from monet_ir.options import parse_size
-from monet_ir.precision import policy_spec
 
 
 def step_config(args: argparse.Namespace):
-    from monet_ir.explore.evaluate import StepConfig
+    """The step options of `monet explore`'s arguments."""
+    from monet_ir.options import StepOptions
 
-    return StepConfig(model=args.model, target=args.target, loss=args.loss, labels=args.labels,
-                      optimizer=args.optimizer, lr=args.lr, precision=policy_spec(args.precision, args.mx_block, args.mx_group), dims=tuple(args.dim),
-                      frozen=tuple(args.freeze))
+    return StepOptions.from_args(args, "explore")
 
 
 class Terminal:

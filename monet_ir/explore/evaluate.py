@@ -63,6 +63,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from monet_ir import graph as ir_graph
 from monet_ir.errors import MonetError
+from monet_ir.options import StepOptions
 
 
 class ExploreError(MonetError):
@@ -107,63 +108,18 @@ def tuned_collection() -> Iterator[None]:
         gc.unfreeze()
 
 
-@dataclass(frozen=True)
-class StepConfig:
-    """How the training step is built: the options of `monet report` that shape it."""
-
-    model: str
-    target: str
-    loss: str = "cross-entropy"
-    labels: str = "labels"
-    optimizer: str = "adam"
-    lr: float = 1e-3
-    precision: str | None = None
-    dims: tuple[str, ...] = ()  # NAME=N entries, as `--dim`
-    frozen: tuple[str, ...] = ()  # initializers imported as frozen weights, as `--freeze`
-
-    def report_args(self) -> list[str]:
-        """The `monet report` options that rebuild this step (model and target first)."""
-        args = [self.model, "--target", self.target]
-        if self.loss != "cross-entropy":
-            args += ["--loss", self.loss]
-        if self.labels != "labels":
-            args += ["--labels", self.labels]
-        if self.optimizer != "adam":
-            args += ["--optimizer", self.optimizer]
-        if self.lr != 1e-3:
-            args += ["--lr", repr(self.lr)]
-        if self.precision:
-            args += ["--precision", self.precision]
-        for d in self.dims:
-            args += ["--dim", d]
-        for name in self.frozen:
-            args += ["--freeze", name]
-        return args
+StepConfig = StepOptions
+"""The options of the step a search explores (`monet_ir.options.StepOptions`; the explorer's
+older name)."""
 
 
-def build_step(config: StepConfig) -> ModuleOp:
-    """The training step after `autodiff` and `insert-optimizer`, as `monet report` builds it; a
-    model that already holds its backward and optimizer ops (an ONNX Runtime training graph) is
-    taken as imported."""
-    from monet_ir.frontend.onnx_import import import_onnx
-    from monet_ir.options import parse_dims
-    from passes.autodiff import AutodiffPass
-    from passes.insert_optimizer import InsertOptimizerPass
+def build_step(config: StepOptions) -> ModuleOp:
+    """The training step before any candidate's decision (autodiff and insert-optimizer, from
+    the one pipeline `monet report` runs: `monet_ir.pipeline`); a model that already holds its
+    backward and optimizer ops (an ONNX Runtime training graph) is taken as imported."""
+    from monet_ir.pipeline import build_step as build, resolve
 
-    module = import_onnx(config.model, dims=parse_dims(list(config.dims)), frozen=config.frozen)
-    if ir_graph.holds_training_ops(ir_graph.step_function(module)):
-        return module
-    ctx = Context()
-    AutodiffPass(loss=config.loss, labels=config.labels).apply(ctx, module)
-    InsertOptimizerPass(kind=config.optimizer, lr=config.lr).apply(ctx, module)
-    return module
-
-
-def apply_fusion(module: ModuleOp, stacks: Sequence[str], tiles: int, target: str) -> None:
-    """`fuse-layers{mode=explicit}` with these stacks, as `monet report --fusion A:B,... --tiles N`."""
-    from passes.fuse_layers import FuseLayersPass
-
-    FuseLayersPass(mode="explicit", tiles=tiles, target=target, stacks=tuple(stacks)).apply(Context(), module)
+    return build(resolve(config), stages=("train",)).module
 
 
 def checkpoint_policy(recompute: Sequence[str]) -> str:
@@ -408,19 +364,21 @@ class PriceBook:
 class Evaluator:
     """The base step in memory, and evaluation of candidates on it (see the module docstring)."""
 
-    def __init__(self, config: StepConfig, graph_cache: int = 32):
+    def __init__(self, config: StepOptions, graph_cache: int = 32):
+        from monet_ir.pipeline import build_step as build, resolve
         from monet_ir.schedule.taskgraph import ExtractCache, extract
-        from targets import get_target
-        from targets.precision_choice import choose_precision
 
         self.config = config
-        self.module = build_step(config)
-        self.target = get_target(config.target, precision=config.precision)
-        choice = choose_precision(self.target, config.precision)
-        self.bits = choice.bits
+        self.step = resolve(config)  # the target and the precision on it, loaded once
+        if self.step.target is None:
+            raise ExploreError("an evaluator needs a target (--target)")
+        base = build(self.step, stages=("train",))
+        self.module, self.training = base.module, base.training
+        self.target = self.step.target
+        self.bits = self.step.bits
         # an MX policy (given, or the target's default): `monet report` runs `quantize` after the
         # checkpoint pass, so candidates are built the same way (see `quantized_graph`)
-        self.quantize = choice.policy.spec() if choice.policy is not None and choice.policy.has_mx else None
+        self.quantize = self.step.mx_policy
         self._variants: dict[str, Evaluator] = {}  # other precision policies (the precision gene)
         self.prices = PriceBook()
         from monet_ir.schedule.scheduler import ScheduleMemo
@@ -462,9 +420,21 @@ class Evaluator:
         builds it (searches do not need it: `graph` works from the passes' plans)."""
         module = self.module.clone()
         apply_checkpoint(module, recompute)
-        if fusion:
-            apply_fusion(module, fusion, tiles, self.config.target)
+        self.fuse(module, fusion, tiles)
         return module
+
+    def fuse_pass(self, fusion: Sequence[str], tiles: int):
+        """`fuse-layers` as the pipeline runs it for `monet report --fusion A:B,... --tiles N`
+        (None without stacks)."""
+        from monet_ir.pipeline import stage_passes
+
+        passes = stage_passes(self.step, "fuse", fusion=",".join(fusion) or "none", tiles=tiles)
+        return passes[0] if passes else None
+
+    def fuse(self, module: ModuleOp, fusion: Sequence[str], tiles: int) -> None:
+        fuse = self.fuse_pass(fusion, tiles)
+        if fuse is not None:
+            fuse.apply(Context(), module)
 
     @cached_property
     def step_fn(self):
@@ -478,15 +448,13 @@ class Evaluator:
         return CheckpointProblem(ir_graph.step_function(self.module))
 
     def tiling_plan(self, fusion: Sequence[str], tiles: int) -> dict:
-        """The `monet.tiling` of each fused forward op, as `apply_fusion` would set it."""
+        """The `monet.tiling` of each fused forward op, as the pipeline's `fuse-layers` sets it."""
         if not fusion:
             return {}
-        from passes.fuse_layers import FuseLayersPass
-
         key = (tuple(fusion), tiles)
         plan = self._tilings.get(key)
         if plan is None:
-            fuse = FuseLayersPass(mode="explicit", tiles=tiles, target=self.config.target, stacks=tuple(fusion))
+            fuse = self.fuse_pass(fusion, tiles)
             if self._plan_ops is None:
                 self._plan_ops = list(ir_graph.compute_ops(ir_graph.step_function(self.module)))
             plan = fuse.plan(self._plan_ops, self._plan_memo)
@@ -559,20 +527,21 @@ class Evaluator:
         from monet_ir.schedule.taskgraph import extract
 
         module = self.quantized_module(candidate)
-        if candidate.fusion:
-            apply_fusion(module, candidate.fusion, candidate.tiles, self.config.target)
+        self.fuse(module, candidate.fusion, candidate.tiles)
         return extract(ir_graph.step_function(module), bits=self.bits)
 
     def quantized_module(self, candidate: Candidate) -> ModuleOp:
-        """A clone of the step with the candidate's checkpoint plan and then `quantize` applied."""
-        from passes.quantize import QuantizePass
+        """A clone of the step with the candidate's checkpoint plan and then the pipeline's
+        `quantize` applied."""
+        from monet_ir.pipeline import stage_passes
 
         module = self.module.clone()
         if candidate.pages:
             apply_plan(module, candidate)
         else:
             apply_checkpoint(module, candidate.recompute)
-        QuantizePass(policy=self.quantize).apply(Context(), module)
+        for quantize in stage_passes(self.step, "quantize", self.training):
+            quantize.apply(Context(), module)
         return module
 
     def variant(self, precision: str | None) -> Evaluator:

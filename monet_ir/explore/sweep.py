@@ -243,8 +243,9 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
 
     from monet_ir import graph as ir_graph
     from monet_ir.explore import dispatch
-    from monet_ir.explore.evaluate import StepConfig, build_step
-    from monet_ir.precision import parse_precision, policy_spec
+    from monet_ir.options import StepOptions
+    from monet_ir.pipeline import build_step
+    from monet_ir.precision import parse_precision
     from monet_ir.schedule.taskgraph import extract
     from targets import builtin_target_path
     from targets.precision_choice import PrecisionChoice
@@ -270,15 +271,9 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
     done = read_done(out, grid, names) if getattr(args, "resume", None) else {}
     progress(f"{len(grid)} designs over {', '.join(names)}"
              + (f"; {len(done)} already in {out / 'sweep.csv'}, skipped" if done else ""))
-    config = StepConfig(model=args.model, target="", loss=args.loss, labels=args.labels, optimizer=args.optimizer,
-                        lr=args.lr, precision=policy_spec(args.precision, args.mx_block, args.mx_group),
-                        dims=tuple(args.dim), frozen=tuple(args.freeze))
-    module = build_step(config)
-    if args.checkpoint != "store-all":
-        from passes.activation_checkpoint import ActivationCheckpointPass
-        from xdsl.context import Context
-
-        ActivationCheckpointPass(policy=args.checkpoint).apply(Context(), module)
+    # the step of every design: the pipeline's passes before the costing (each design is a target)
+    config = StepOptions.from_args(args, "sweep")
+    module = build_step(config, stages=("train", "checkpoint")).module
     requested = config.precision or template.get("default_precision")
     requested = requested if isinstance(requested, str) else None
     policy = parse_precision(requested) if requested else None

@@ -46,27 +46,7 @@ from typing import Any  # noqa: E402
 
 from monet_ir.errors import UsageError, run_reporting_errors  # noqa: E402
 
-from monet_ir.precision import FORMAT_NAMES, TENSOR_CLASSES  # noqa: E402
-
-PRECISION_HELP = (f"number format of every tensor class ({', '.join(FORMAT_NAMES)}), or one per class: "
-                  f"{'=NAME,'.join(TENSOR_CLASSES)}=NAME (classes left out: fp32); default: the target's or the model's")
-
-
-def add_precision_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--precision", metavar="NAME|CLASS=NAME,...", help=PRECISION_HELP)
-    p.add_argument("--mx-block", type=int, default=32, metavar="K",
-                   help="elements per shared scale of vector MX groups (default 32)")
-    p.add_argument("--mx-group", default="vector", metavar="vector|square:RxC",
-                   help="MX group shape: vector (1 x K along the reduction axis, default) or square:RxC (e.g. square:8x8)")
-
-
-def precision_request(args: argparse.Namespace):
-    """The policy of --precision/--mx-block/--mx-group (None without --precision)."""
-    from monet_ir.precision import parse_precision
-
-    if not getattr(args, "precision", None):
-        return None
-    return parse_precision(args.precision, args.mx_block, args.mx_group)
+from monet_ir.options import add_step_arguments  # noqa: E402
 
 
 def package_version() -> str:
@@ -95,69 +75,31 @@ COST_CACHE_HELP = ("price every op afresh: neither read nor write the persistent
                    "(~/.cache/monet/costs.sqlite; same as MONET_COST_CACHE=off)")
 
 
-FREEZE_HELP = ("import this ONNX initializer as a frozen (non-trainable) weight: no gradient, no optimizer state "
-               "(buffers and constants an exporter wrote as initializers); repeatable")
-
-
 def build_parser() -> argparse.ArgumentParser:
+    """The `monet` commands. The options that shape the training step come from
+    `monet_ir.options.StepOptions` (declared there once); the others are the commands' own."""
     parser = argparse.ArgumentParser(prog="monet", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
     report = sub.add_parser("report", help="latency, energy and memory of one training step")
-    report.add_argument("model", help="ONNX model")
-    report.add_argument("--target", help="built-in target name or target YAML (ours or Stream's)")
-    report.add_argument("--system", help="multi-chip system: built-in name (monet targets) or system YAML; "
-                                         "the step runs on every chip (see --parallel)")
-    report.add_argument("--parallel", default="dp=1", metavar="dp=N,tp=N,pp=N[,zero=S][,microbatches=M]",
-                        help="parallel plan on --system (default dp=1); also bucket=BYTES, algorithm=ring|tree|hierarchical")
+    add_step_arguments(report, "report")
     report.add_argument("--out", required=True, help="output directory")
-    report.add_argument("--loss", default="cross-entropy", choices=["cross-entropy", "mse", "sum", "none"])
-    report.add_argument("--labels", default="labels", help="name of the labels input the loss adds")
-    report.add_argument("--optimizer", default="adam", choices=["sgd", "momentum", "adam", "adamw"])
-    report.add_argument("--lr", type=float, default=1e-3)
-    report.add_argument("--mapping", help="core allocation YAML (Stream style: name, core_allocation)")
-    add_precision_options(report)
-    report.add_argument("--inference", action="store_true", help="the forward pass only: no loss, no optimizer")
-    report.add_argument("--fusion", default="none", metavar="none|auto|FIRST:LAST[,FIRST:LAST...]",
-                        help="layer fusion: none, auto (stacks sized to the target's memories), or explicit "
-                             "stacks by first and last ONNX node")
-    report.add_argument("--tiles", type=int, default=0, help="tiles per fused layer (default: from memory)")
-    report.add_argument("--checkpoint", default="store-all", metavar="POLICY",
-                        help="activation checkpointing: store-all (default), recompute-all, sqrt, "
-                             "memory-budget=BYTES, list=NODE,NODE,... or plan=FILE.json (keep/recompute/page "
-                             "per saved activation) (the activation-checkpoint pass)")
-    report.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
-    report.add_argument("--freeze", action="append", default=[], metavar="NAME", help=FREEZE_HELP)
     _plot_options(report, "in a second process (about a second of CPU)")
     report.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
     targets_cmd = sub.add_parser("targets", help="list the built-in targets, or show what MONET reads from some")
     targets_cmd.add_argument("target", nargs="*", help="built-in name or target file (ours, Stream's, ZigZag's): "
                              "print its cores, memories, DRAM and links as MONET reads them")
     plan = sub.add_parser("plan", help="the fastest parallel plan (dp x tp x pp x ZeRO x micro-batches) that fits a system")
-    plan.add_argument("model", help="ONNX model")
-    plan.add_argument("--system", required=True, help="multi-chip system: built-in name or system YAML")
+    add_step_arguments(plan, "plan", required=("system",))
     plan.add_argument("--out", required=True, help="output directory (plans.json, plans.txt)")
     _plan_options(plan)
-    plan.add_argument("--loss", default="cross-entropy", choices=["cross-entropy", "mse", "sum", "none"])
-    plan.add_argument("--labels", default="labels", help="name of the labels input the loss adds")
-    plan.add_argument("--optimizer", default="adam", choices=["sgd", "momentum", "adam", "adamw"])
-    plan.add_argument("--lr", type=float, default=1e-3)
-    plan.add_argument("--precision", metavar="NAME", help="one number format (fp32, bf16, fp16, fp8, int8)")
-    plan.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
-    plan.add_argument("--freeze", action="append", default=[], metavar="NAME", help=FREEZE_HELP)
     add_explore_parsers(sub)
     return parser
 
 
-def _step_options(p: argparse.ArgumentParser) -> None:
-    """The options of `report` that shape the training step."""
-    p.add_argument("--loss", default="cross-entropy", choices=["cross-entropy", "mse", "sum", "none"])
-    p.add_argument("--labels", default="labels", help="name of the labels input the loss adds")
-    p.add_argument("--optimizer", default="adam", choices=["sgd", "momentum", "adam", "adamw"])
-    p.add_argument("--lr", type=float, default=1e-3)
-    add_precision_options(p)
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="pin a symbolic ONNX dimension")
-    p.add_argument("--freeze", action="append", default=[], metavar="NAME", help=FREEZE_HELP)
+def _step_options(p: argparse.ArgumentParser, command: str) -> None:
+    """The options of `explore` and `sweep` that shape the training step, plots and the cost cache."""
+    add_step_arguments(p, command)
     _plot_options(p, "(about a second of CPU)")
     p.add_argument("--no-cost-cache", action="store_true", help=COST_CACHE_HELP)
 
@@ -178,9 +120,7 @@ def _plan_options(p: argparse.ArgumentParser) -> None:
 
 def add_explore_parsers(sub: Any) -> None:
     explore = sub.add_parser("explore", help="genetic search over checkpointing, core allocation and fusion")
-    explore.add_argument("model", help="ONNX model")
-    explore.add_argument("--target", help="built-in target name or target YAML (required but with --search parallel)")
-    explore.add_argument("--system", help="--search parallel: the multi-chip system (built-in name or system YAML)")
+    _step_options(explore, "explore")
     explore.add_argument("--out", help="output directory (required unless --resume DIR)")
     explore.add_argument("--objective", default="schedule", choices=["schedule", "checkpoint", "energy"],
                          help="schedule: latency, energy, peak memory of the scheduled step; checkpoint: "
@@ -213,17 +153,14 @@ def add_explore_parsers(sub: Any) -> None:
                          help="--search precision: the MX group shapes each MX format is tried with "
                               "(default: --mx-group)")
     _dispatch_options(explore, "search")
-    _step_options(explore)
     sweep = sub.add_parser("sweep", help="the training step on a grid of hardware parameters")
-    sweep.add_argument("model", help="ONNX model")
+    _step_options(sweep, "sweep")
     sweep.add_argument("--target-template", required=True, help="target YAML in MONET's format, or a built-in target's name")
     sweep.add_argument("--set", action="append", default=[], metavar="PATH=V1,V2,...",
                        help="a swept parameter: a dotted path into the template and its values")
     sweep.add_argument("--out", help="output directory (required unless --resume DIR)")
-    sweep.add_argument("--checkpoint", default="store-all", metavar="POLICY", help="as in report")
     sweep.add_argument("--jobs", type=int, default=1, help="designs evaluated at once (local worker processes)")
     _dispatch_options(sweep, "sweep")
-    _step_options(sweep)
 
 
 def _dispatch_options(p: argparse.ArgumentParser, what: str) -> None:
@@ -255,98 +192,42 @@ NO_OPTIMIZER = ("none in the imported graph (ONNX Runtime's generate_artifacts w
 
 
 def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, Any], Any]:
-    from xdsl.context import Context
+    from monet_ir.pipeline import StepOptions, build_step, resolve
 
-    from monet_ir.analysis.accounting import flops_by_phase, memory_summary, op_counts_by_phase
-    from monet_ir.frontend.onnx_import import import_onnx
-    from monet_ir.graph import element_precision, step_function
-    from monet_ir.schedule.mapping import load_allocation
-    from monet_ir.schedule.scheduler import schedule
-    from monet_ir.schedule.taskgraph import extract
-    from monet_ir.options import parse_dims
-    from passes.autodiff import AutodiffPass
-    from passes.insert_optimizer import InsertOptimizerPass
-    from targets import get_target
-    from targets.precision_choice import choose_precision
-
-    precision_request(args)  # a malformed --precision fails before the import
-    progress.step(f"importing {args.model}")
-    module = import_onnx(args.model, dims=parse_dims(args.dim), frozen=tuple(args.freeze))
-    pipeline = []
-    from monet_ir import graph as step_graph
-
-    # an ONNX Runtime training graph already holds its backward and optimizer ops
-    already_training = step_graph.holds_training_ops(step_function(module))
-    if already_training:
-        progress.step("the model already holds backward/optimizer ops: costing it as imported")
-    if not args.inference and not already_training:
-        ctx = Context()
-        autodiff = AutodiffPass(loss=args.loss, labels=args.labels)
-        optimizer = InsertOptimizerPass(kind=args.optimizer, lr=args.lr)
-        progress.step("autodiff, insert-optimizer")
-        autodiff.apply(ctx, module)
-        optimizer.apply(ctx, module)
-        pipeline = [autodiff.pipeline_pass_spec(), optimizer.pipeline_pass_spec()]
-    if args.checkpoint != "store-all":
-        if args.inference:
-            raise UsageError(f"--checkpoint {args.checkpoint}: checkpointing needs a training step (not --inference)")
-        from passes.activation_checkpoint import ActivationCheckpointPass
-
-        checkpoint = ActivationCheckpointPass(policy=args.checkpoint)
-        progress.step(f"activation-checkpoint ({args.checkpoint})")
-        checkpoint.apply(Context(), module)
-        pipeline.append(checkpoint.pipeline_pass_spec())
-    progress.step(f"loading target {args.target}")
-    requested = precision_request(args)
-    target = get_target(args.target, precision=requested.weights if requested else None)
-    choice = choose_precision(target, requested)
+    resolved = resolve(StepOptions.from_args(args, "report"))
+    choice = resolved.precision
     if choice.source != "--precision":
         progress.step(f"precision: {choice.describe()}")
-    if choice.policy is not None and choice.policy.has_mx and not already_training:
-        from passes.quantize import QuantizePass
+    built = build_step(resolved, progress=progress.step)
+    return step_report(built), built.schedule
 
-        quantize = QuantizePass(policy=choice.policy.spec())
-        progress.step(f"quantize ({choice.policy.spec()})")
-        quantize.apply(Context(), module)
-        pipeline.append(quantize.pipeline_pass_spec())
-    if args.fusion != "none":
-        from passes.fuse_layers import FuseLayersPass
 
-        mode = "auto" if args.fusion == "auto" else "explicit"
-        stacks = () if mode == "auto" else tuple(p for p in args.fusion.split(",") if p)
-        fusion = FuseLayersPass(mode=mode, tiles=args.tiles, target=args.target, stacks=stacks)
-        progress.step(f"fuse-layers ({args.fusion})")
-        fusion.apply(Context(), module)
-        pipeline.append(fusion.pipeline_pass_spec())
-    fn = step_function(module)
-    allocation = None
-    if args.mapping:
-        allocation = load_allocation(args.mapping)
-        allocation.check_cores(len(target.cores))
-    bits = choice.bits
-    graph = extract(fn, bits=bits)
-    progress.step(f"costing and scheduling {len(graph.tasks)} ops on {len(target.cores)} cores")
-    sched = schedule(graph, target, allocation)
-    progress.step("writing the report")
+def step_report(built) -> dict[str, Any]:
+    """`report.json` of a step `build_step` built and scheduled."""
+    from monet_ir.analysis.accounting import flops_by_phase, memory_summary, op_counts_by_phase
     from monet_ir.emit.step_report import schedule_report
+    from monet_ir.graph import element_precision, step_function
 
+    options, choice = built.resolved.options, built.resolved.precision
+    fn = step_function(built.module)
+    shaping = built.shaping
     report: dict[str, Any] = {
-        "model": Path(args.model).name,
-        "pipeline": ",".join(str(p) for p in pipeline) if pipeline else ("as imported" if already_training else "inference"),
+        "model": Path(options.model).name,
+        "pipeline": ",".join(str(p) for p in shaping) if shaping else ("inference" if built.training else "as imported"),
         "precision": choice.name or element_precision(fn),
         "precision_source": choice.source,
         **({"precision_policy": choice.policy.as_dict()} if choice.policy is not None and choice.policy.has_mx else {}),
         "flops": flops_by_phase(fn),
         "ops": op_counts_by_phase(fn),
     }
-    if already_training and report["ops"].get("backward") and not report["ops"].get("optimizer"):
+    if not built.training and report["ops"].get("backward") and not report["ops"].get("optimizer"):
         report["optimizer_step"] = NO_OPTIMIZER
-    memory = memory_summary(fn, bits)
-    sched_part = schedule_report(sched)
+    memory = memory_summary(fn, built.resolved.bits)
+    sched_part = schedule_report(built.schedule)
     memory.update(sched_part.pop("memory"))
     report.update(sched_part)
     report["memory"] = memory
-    return report, sched
+    return report
 
 
 def run_report(args: argparse.Namespace) -> None:

@@ -84,6 +84,9 @@ class MonetOptMain(xDSLOptMain):
     def register_all_passes(self) -> None:
         for name, factory in all_passes().items():
             self.register_pass(name, factory)
+        # the whole step as one pass: it builds its pipeline from the registry above, so it is
+        # registered here, beside it, not in it
+        self.register_pass("monet-step", _monet_step)
 
     def register_all_targets(self) -> None:
         # xDSL's own targets (mlir, llvm, ...) from its lazy table, as for dialects and passes:
@@ -127,6 +130,12 @@ class MonetOptMain(xDSLOptMain):
             frozen=tuple(self.args.freeze),
             source_name=self.args.input_file or "<stdin>",
         )
+
+
+def _monet_step() -> type:
+    from passes.monet_step import MonetStepPass
+
+    return MonetStepPass
 
 
 def main(args: Sequence[str] | None = None) -> None:

@@ -65,18 +65,17 @@ def front(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def search_plans(args: Any, progress: Any) -> dict[str, Any]:
-    from monet_ir.options import parse_dims
     from monet_ir.parallel.pipeline import stage_steps
     from monet_ir.parallel.plan import Plan
     from monet_ir.parallel.stages import StageError
+    from monet_ir.pipeline import StepOptions, resolve
     from monet_ir.schedule.scheduler import ScheduleError
     from monet_ir.tools.parallel_report import PlanError, build_parallel_step
-    from targets.precision_choice import choose_precision
-    from targets.system import get_system
 
     t0 = time.perf_counter()
-    system = get_system(args.system, precision=args.precision)
-    choice = choose_precision(system.chip, args.precision)
+    command = "explore" if getattr(args, "command", "plan") == "explore" else "plan"
+    resolved = resolve(StepOptions.from_args(args, command), plans_searched=True)
+    system, choice = resolved.system, resolved.precision
     counts = _counts(args.microbatches, "--microbatches")
     tps = tp_degrees(args, system)
     try:
@@ -98,9 +97,7 @@ def search_plans(args: Any, progress: Any) -> dict[str, Any]:
                     continue
                 progress.step(f"dp={dp} tp={tp} pp={pp} zero={zero}: building and scheduling")
                 try:
-                    module, _ = build_parallel_step(args.model, base, dims=parse_dims(args.dim), loss=args.loss,
-                                                    labels=args.labels, optimizer=args.optimizer, lr=args.lr,
-                                                    frozen=tuple(args.freeze))
+                    module = build_parallel_step(resolved, base).module
                     steps = stage_steps(module, system, base, choice.bits)
                 except (ScheduleError, StageError, PlanError) as e:  # does not fit, cannot be cut or split
                     why = str(e).splitlines()[0]
@@ -180,8 +177,6 @@ def run_plan(args: Any, progress: Any, explore: bool = False) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
-    if args.precision and ("=" in args.precision or args.precision.lower().startswith("mx")):
-        raise UsageError(f"--precision {args.precision}: per-class and MX precision policies do not go with --system yet")
     result = search_plans(args, progress)
     (out / "plans.json").write_text(json.dumps(result, indent=1) + "\n")
     text = plan_text(result)

@@ -1,7 +1,8 @@
 """`monet report MODEL --system SYS --parallel dp=8,...`: one training step on a multi-chip system.
 
-Import, `autodiff`, `insert-optimizer`, optional `activation-checkpoint`, then `parallelize`
-with the plan, and `monet_ir.parallel.step.run_step` on the system; writes `report.json`,
+The pipeline of `monet_ir.pipeline` (import, `autodiff`, `insert-optimizer`, optional
+`activation-checkpoint`, `parallelize` with the plan, the user's `-p` passes), then
+`monet_ir.parallel.step.run_step` on the system; writes `report.json`,
 `report.txt` and `trace.json` (one process per chip, one track per link) to DIR.
 """
 
@@ -25,83 +26,50 @@ class PlanError(UsageError):
         self.reason = reason or message
 
 
-def build_parallel_step(model: str, plan, *, dims=None, loss="cross-entropy", labels="labels", optimizer="adam",
-                        lr=1e-3, checkpoint="store-all", progress=None, frozen=()):
-    """The module of one chip's training step under `plan` (passes only, no schedule)."""
+def build_parallel_step(resolved, plan=None, progress=None):
+    """The built step (`monet_ir.pipeline.BuiltStep`) of one chip under `plan` (default: the
+    resolved one): the pipeline's passes through `parallelize`, no schedule."""
+    import dataclasses
+
     from xdsl.context import Context
-
-    from monet_ir.frontend.onnx_import import import_onnx
-    from monet_ir import graph as step_graph
-    from passes.autodiff import AutodiffPass
-    from passes.insert_optimizer import InsertOptimizerPass
-    from passes.parallelize import ParallelizePass
-
-    say = progress.step if progress is not None else (lambda _text: None)
-    say(f"importing {model}")
-    module = import_onnx(model, dims=dims or {}, frozen=tuple(frozen))
-    fn = step_graph.step_function(module)
-    if any(step_graph.op_phase(op) != "forward" for op in step_graph.compute_ops(fn)):
-        raise UsageError(f"{model}: --system needs a forward model (the step autodiff builds), not a training graph")
-    autodiff = AutodiffPass(loss=loss, labels=labels)
-    opt = InsertOptimizerPass(kind=optimizer, lr=lr)
-    say("autodiff, insert-optimizer")
-    autodiff.apply(Context(), module)
-    opt.apply(Context(), module)
-    pipeline = [autodiff.pipeline_pass_spec(), opt.pipeline_pass_spec()]
-    if checkpoint != "store-all":
-        from passes.activation_checkpoint import ActivationCheckpointPass
-
-        cp = ActivationCheckpointPass(policy=checkpoint)
-        say(f"activation-checkpoint ({checkpoint})")
-        cp.apply(Context(), module)
-        pipeline.append(cp.pipeline_pass_spec())
-    par = ParallelizePass(dp=plan.dp, tp=plan.tp, pp=plan.pp, zero=plan.zero, bucket=plan.bucket, algorithm=plan.algorithm)
-    say(f"parallelize ({plan.spec()})")
     from xdsl.utils.exceptions import PassFailedException
 
-    try:
-        par.apply(Context(), module)
-    except PassFailedException as e:
-        reason = str(e).splitlines()[0].removeprefix("parallelize: ")
-        raise PlanError(f"{model}: --parallel {plan.spec()}: {reason}", reason) from None
-    pipeline.append(par.pipeline_pass_spec())
-    return module, pipeline
+    from monet_ir.pipeline import build_step, run_passes, stage_passes
 
-
-def check_plan(plan, system) -> None:
-    if plan.chips != system.chips:
-        raise UsageError(f"--parallel {plan.spec()}: dp x tp x pp = {plan.chips} chips, system "
-                         f"'{system.name}' has {system.chips}")
+    if plan is not None:
+        resolved = dataclasses.replace(resolved, plan=plan)
+    plan = resolved.plan
+    model = resolved.options.model
+    say = progress.step if progress is not None else (lambda _text: None)
+    built = build_step(resolved, stages=("train", "checkpoint"), progress=say)
+    if not built.training:
+        raise UsageError(f"{model}: --system needs a forward model (the step autodiff builds), not a training graph")
+    for par in stage_passes(resolved, "parallelize"):
+        say(f"parallelize ({plan.spec()})")
+        try:
+            par.apply(Context(), built.module)
+        except PassFailedException as e:
+            reason = str(e).splitlines()[0].removeprefix("parallelize: ")
+            raise PlanError(f"{model}: --parallel {plan.spec()}: {reason}", reason) from None
+        built.ran.append(par)
+    run_passes(built, stage_passes(resolved, "user"), say)
+    return built
 
 
 def make_parallel_report(args: Any, progress: Any) -> tuple[dict[str, Any], Any]:
     from monet_ir.analysis.accounting import flops_by_phase
     from monet_ir import graph as step_graph
     from monet_ir.emit.parallel_report import parallel_report
-    from monet_ir.options import parse_dims
-    from monet_ir.parallel.plan import parse_plan
     from monet_ir.parallel.pipeline import run_parallel
-    from targets.precision_choice import choose_precision
-    from targets.system import get_system
+    from monet_ir.pipeline import StepOptions, resolve
 
-    for option in ("mapping", "fusion", "inference", "target"):
-        value = getattr(args, option, None)
-        if value and value != "none":
-            raise UsageError(f"--{option} does not go with --system (not supported on multi-chip steps yet)")
-    if args.precision and ("=" in args.precision or args.precision.lower().startswith("mx")):
-        raise UsageError(f"--precision {args.precision}: per-class and MX precision policies do not go with --system yet "
-                         "(give one plain format: fp32, bf16, fp16, fp8, int8)")
-    plan = parse_plan(args.parallel)
-    progress.step(f"loading system {args.system}")
-    system = get_system(args.system, precision=args.precision)
-    check_plan(plan, system)
-    choice = choose_precision(system.chip, args.precision)
+    resolved = resolve(StepOptions.from_args(args, "report"))
+    system, plan, choice = resolved.system, resolved.plan, resolved.precision
+    progress.step(f"loaded system {system.name}")
     if choice.source != "--precision":
         progress.step(f"precision: {choice.describe()}")
-    module, pipeline = build_parallel_step(args.model, plan, dims=parse_dims(args.dim), loss=args.loss,
-                                           labels=args.labels, optimizer=args.optimizer, lr=args.lr,
-                                           checkpoint=args.checkpoint, progress=progress,
-                                           frozen=tuple(args.freeze))
+    built = build_parallel_step(resolved, progress=progress)
+    module = built.module
     from monet_ir.parallel.stages import stage_functions
 
     fns = stage_functions(module)
@@ -111,7 +79,7 @@ def make_parallel_report(args: Any, progress: Any) -> tuple[dict[str, Any], Any]
     result = run_parallel(module, system, plan, choice.bits, plan.schedule)
     report: dict[str, Any] = {
         "model": Path(args.model).name,
-        "pipeline": ",".join(str(p) for p in pipeline),
+        "pipeline": ",".join(str(p) for p in built.shaping),
         "precision": choice.name or step_graph.element_precision(fn),
         "precision_source": choice.source,
         "flops_per_device": [flops_by_phase(f) for f in fns] if len(fns) > 1 else flops_by_phase(fn),

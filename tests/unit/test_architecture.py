@@ -26,7 +26,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("IR", ("dialects/", "monet_ir/types.py", "monet_ir/graph.py")),
     ("frontend, analysis", ("monet_ir/frontend/", "monet_ir/analysis/")),
     ("interp, schedule", ("monet_ir/interp/", "monet_ir/schedule/", "monet_ir/parallel/")),
-    ("passes", ("passes/", "monet_ir/registry.py")),
+    ("passes", ("passes/", "monet_ir/registry.py", "monet_ir/pipeline.py")),
     ("emit", ("monet_ir/emit/",)),
     ("explore", ("monet_ir/explore/",)),
     ("tools", ("monet_ir/tools/", "monet_ir/__init__.py")),
