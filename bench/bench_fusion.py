@@ -1,4 +1,4 @@
-"""Benchmark: what layer fusion saves on the training step (the README's fusion table).
+"""Benchmark: what layer fusion saves on the training step (the table of docs/checkpointing-fusion.md).
 
 For each workload and target: DRAM traffic, latency and energy unfused, with forward stacks
 only (`fuse-layers{mode=auto backward=false}`) and with forward + backward stacks (the

@@ -1,4 +1,4 @@
-"""Benchmark: MX training steps (the README's MX table).
+"""Benchmark: MX training steps (the table of docs/mx.md).
 
 For each workload and target: peak DRAM occupancy, latency and energy of one Adam training step
 in fp32, bf16, MXFP8 with vector groups, MXFP8 with square 8x8 groups and MXFP4 with square

@@ -2,7 +2,7 @@
 weights) on 64 datacenter chips (8 nodes of 8, hierarchical network), reported by
 `monet report --system ... --parallel ...` in a fresh process: wall time and peak RSS against
 the targets (60 s, 4 GB on a 2-core machine). With `--plans`, also `monet plan` for GPT-2 124M
-on two systems; with `--table`, the README's table of GPT-2 124M plans with tensor parallelism
+on two systems; with `--table`, the table of GPT-2 124M plans in docs/parallel.md with tensor parallelism
 on three systems, one `monet report` each (both need ../shared/models).
 
     python bench/bench_parallel.py [--parallel dp=8,pp=8,microbatches=8,zero=1] [--heads 25] [--plans] [--table] [--no-xl]
@@ -95,7 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parallel", default="dp=8,pp=8,microbatches=8,zero=1")
     parser.add_argument("--plans", action="store_true", help="also search plans for GPT-2 124M (minutes)")
-    parser.add_argument("--table", action="store_true", help="also the README's table of GPT-2 124M plans with tp")
+    parser.add_argument("--table", action="store_true", help="also the table of GPT-2 124M plans in docs/parallel.md with tp")
     parser.add_argument("--no-xl", action="store_true", help="skip the GPT-2 XL step")
     parser.add_argument("--heads", type=int, default=25,
                         help="attention heads of the XL shape (25 as GPT-2 XL; 32 lets tp = 2, 4, 8 split them)")

@@ -24,7 +24,7 @@ prices every op on every core of the target, schedules the step and writes `repo
 `energy.svg` (`.png` with `--plot-format png`) to DIR, printing the summary. Nothing goes through text IR.
 
 `explore` searches checkpointing, core allocation and layer fusion with NSGA-II (and, with
-`--exact`, solves the checkpoint choice as a MILP); `sweep` runs the step on a grid of hardware
+`--exact`, solves the checkpoint choice, or with `--objective energy` the paging plan, as a MILP); `sweep` runs the step on a grid of hardware
 parameters. See docs/explore.md.
 """
 
@@ -139,7 +139,10 @@ def add_explore_parsers(sub: Any) -> None:
     explore.add_argument("--time-budget", metavar="CYCLES", type=float,
                          help="--objective energy: latency of the step in cycles (default: none)")
     explore.add_argument("--exact", action="store_true",
-                         help="also solve the checkpoint choice exactly (MILP; implies --objective checkpoint)")
+                         help="also solve exactly as a MILP (HiGHS): with --objective energy, the keep/recompute/page "
+                              "plan within --memory-budget and --time-budget (re-scheduled; the GA's gap "
+                              "reported); otherwise the checkpoint choice under --budget (implies "
+                              "--objective checkpoint)")
     _plan_options(explore)
     explore.add_argument("--search", default="all", metavar="checkpoint|paging|fusion|allocation|precision|all[,...]|parallel",
                          help="the decisions searched (default all; several separated by commas, e.g. "

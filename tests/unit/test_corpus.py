@@ -1,7 +1,7 @@
 """The export corpus (tests/data/corpus, made by its export_corpus.py from torchvision and
 transformers with both PyTorch exporters at opsets 13..18): every model imports, `autodiff` and
 `insert-optimizer` (Adam) give IR that verifies, and `monet report` on a built-in target
-succeeds. The models MONET cannot support are listed in UNSUPPORTED (and in the README) with
+succeeds. The models MONET cannot support are listed in UNSUPPORTED (and in docs/importer.md) with
 the reason; each must fail with a one-line input error, and at least 90 % of the corpus must pass.
 """
 
@@ -17,7 +17,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
 MODELS = sorted(p.name for p in CORPUS.glob("*.onnx"))
 TARGET = "edge_npu"
 
-# file -> what its one-line error says (the README lists the same models and reasons)
+# file -> what its one-line error says (docs/importer.md lists the same models and reasons)
 UNSUPPORTED: dict[str, str] = {}
 
 

@@ -27,7 +27,7 @@ MANIFEST = json.loads((CORPUS / "manifest.json").read_text())
 ARCHITECTURES = sorted(m["architecture"] for m in MANIFEST["models"])
 TARGET = "edge_npu"
 
-# architecture -> what the one-line error of its training graph says (the README lists the same)
+# architecture -> what the one-line error of its training graph says (docs/importer.md lists the same)
 REFUSED: dict[str, str] = {}
 IMPORTED = [a for a in ARCHITECTURES if a not in REFUSED]
 

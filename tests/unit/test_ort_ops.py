@@ -1,5 +1,5 @@
 """ONNX Runtime training ops (monet_ir/frontend/ort_ops.py and the ORT converters of onnx_ops):
-each imports onto the `nn`/`grad` ops named in the README, with ORT's semantics checked
+each imports onto the `nn`/`grad` ops named in docs/importer.md, with ORT's semantics checked
 numerically through the interpreter against the formula of ORT's op schema, and each refusal
 is one line naming the node."""
 
