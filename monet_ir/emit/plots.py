@@ -2,9 +2,12 @@
 
     write_plots(step_report.plot_data(schedule, report), OUT_DIR)
 
-Files: `gantt.svg` (ops per core and transfers per resource, coloured by phase), `memory.svg`
-(occupancy of every memory over time with the phases shaded and the capacity dashed),
-`energy.svg` (the energy breakdown). Same series, axes, labels and colours as the matplotlib
+Files: `gantt.svg` (ops per core and transfers per resource, coloured by phase; the legend sits
+above the bars, never on them), `memory.svg` (occupancy of every memory over time with the
+phases shaded; each panel's axis runs to that memory's own peak, in the unit that suits it, and
+shows the capacity dashed when it is near, else names it in the title: a 4 GiB DRAM holding
+308 KiB is not a flat line at zero), `energy.svg` (the energy of each phase, stacked by where it
+is spent: compute, on-chip memory, off-chip memory, interconnect). Same series, axes, labels and colours as the matplotlib
 PNGs of `monet report --plot-format png` (`monet_ir.emit.plots_png`), at a fraction of the cost:
 this module imports only the standard library, so `monet report` draws in its own process after
 the summary is out (ResNet-18 b1: a few ms against ≈ 1 s of CPU for matplotlib's import and
@@ -123,6 +126,72 @@ def _padded(lo: float, hi: float, margin: float = 0.05) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
+SIZE_UNITS = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
+# a memory panel shows its capacity when it is at most this many times the peak (else the peak
+# would be a sliver at the bottom of the panel)
+CAPACITY_IN_VIEW = 1.6
+ENERGY_PARTS = ("compute", "onchip_memory", "offchip_memory", "interconnect")
+PHASE_ORDER = ("forward", "recompute", "backward", "optimizer")
+
+
+def size_unit(nbytes: float) -> tuple[str, int]:
+    """The largest binary unit that `nbytes` reaches (B, KiB, MiB, GiB, TiB)."""
+    name, size = SIZE_UNITS[0]
+    for unit, unit_size in SIZE_UNITS:
+        if nbytes >= unit_size:
+            name, size = unit, unit_size
+    return name, size
+
+
+def format_size(nbytes: float) -> str:
+    """`308.1 KiB`, `4 GiB`, `512 B`: three or four significant digits in the unit `nbytes` reaches."""
+    unit, size = size_unit(nbytes)
+    value = nbytes / size
+    return f"{value:.0f} {unit}" if value >= 100 or value == int(value) else f"{value:.3g} {unit}"
+
+
+def memory_axis(peak: int, drawn: int, capacity: float) -> dict[str, Any]:
+    """The y axis of one memory's panel: up to its own peak (the reported `peak` and the highest
+    level `drawn`), and up to the capacity only when the capacity is within CAPACITY_IN_VIEW of
+    the peak or below it; in the unit the axis reaches. `note` says what the title adds."""
+    top = max(peak, drawn, 1)
+    finite = capacity != float("inf")
+    capacity_shown = finite and capacity <= CAPACITY_IN_VIEW * top
+    ymax = max(top, capacity if capacity_shown else 0) * 1.05
+    unit, unit_bytes = size_unit(ymax / 1.05)
+    if not finite:
+        note = f"peak {format_size(peak)}"
+    else:
+        share = 100 * peak / capacity if capacity else 0.0
+        share_text = f"{share:.1f} %" if share >= 0.1 or share == 0 else "< 0.1 %"
+        note = f"peak {format_size(peak)} of {format_size(capacity)} ({share_text})"
+        if not capacity_shown:
+            note += ", capacity above the axis"
+    return {"ymax_bytes": ymax, "unit": unit, "unit_bytes": unit_bytes, "capacity_shown": capacity_shown,
+            "peak_bytes": peak, "note": note}
+
+
+def energy_by_phase(tasks: Iterable[tuple[str, float, float, float]],
+                    transfers: Iterable[tuple[str, float]]) -> dict[str, dict[str, float]]:
+    """Energy (pJ) per phase and part, from (phase, compute, on-chip, off-chip) per costed task and
+    (resource, energy) per transfer; the scheduler's transfers, in no phase, are a `transfers`
+    column (DRAM and storage traffic off-chip, links and buses interconnect), as in the report."""
+    rows: dict[str, dict[str, float]] = {}
+    for phase, compute, onchip, offchip in tasks:
+        row = rows.setdefault(phase, dict.fromkeys(ENERGY_PARTS, 0.0))
+        row["compute"] += compute
+        row["onchip_memory"] += onchip
+        row["offchip_memory"] += offchip
+    moved = dict.fromkeys(ENERGY_PARTS, 0.0)
+    for resource, energy_pj in transfers:
+        moved["offchip_memory" if resource.startswith(("dram", "storage")) else "interconnect"] += energy_pj
+    ordered = {phase: rows[phase] for phase in PHASE_ORDER if phase in rows}
+    ordered.update({phase: rows[phase] for phase in sorted(rows) if phase not in ordered})
+    if any(moved.values()):
+        ordered["transfers"] = moved
+    return ordered
+
+
 class Axes:
     """A plot area in pixels with data limits, drawn with its frame, ticks and labels."""
 
@@ -146,7 +215,7 @@ class Axes:
         return name
 
     def frame(self, title: str = "", xlabel: str = "", ylabel: str = "", title_size: int = 12,
-              xticks: bool = True, yticks: bool = True) -> None:
+              xticks: bool = True, yticks: bool = True, title_y: float | None = None) -> None:
         svg, bottom, right = self.svg, self.top + self.height, self.left + self.width
         svg.parts.append(f'<rect x="{_num(self.left)}" y="{_num(self.top)}" width="{_num(self.width)}" '
                          f'height="{_num(self.height)}" fill="none" stroke="#000" stroke-width="0.8"/>')
@@ -170,33 +239,48 @@ class Axes:
             if multiplier:
                 svg.text(self.left, self.top - 4, multiplier, anchor="start")
         if title:
-            svg.text(self.left + self.width / 2, self.top - 7, title, size=title_size)
+            y = self.top - 7 if title_y is None else title_y
+            svg.text(self.left + self.width / 2, y, title, size=title_size)
         if xlabel:
             svg.text(self.left + self.width / 2, bottom + 32, xlabel, size=12)
         if ylabel:
             cx, cy = self.left - 46, self.top + self.height / 2
             svg.text(cx, cy, ylabel, size=12, extra=f' transform="rotate(-90 {_num(cx)} {_num(cy)})"')
 
-    def legend(self, entries: Iterable[tuple[str, str, str]]) -> None:
+    def legend(self, entries: Iterable[tuple[str, str, str]], row_y: float | None = None) -> None:
         """Entries (label, colour, kind: `patch`, `shade`, `dashed`, `dot` or `star`) in a box at the
-        upper right."""
+        upper right, or with `row_y` in one row right-aligned at that height, outside the plot area
+        (where it hides nothing: the caller leaves that row free)."""
         entries = list(entries)
+        svg = self.svg
+        if row_y is not None:
+            widths = [40 + CHAR_PX * 0.9 * len(label) for label, _, _ in entries]
+            x = self.left + self.width - sum(widths)
+            cy = row_y
+            for (label, color, kind), w in zip(entries, widths, strict=True):
+                self._legend_mark(x, cy, color, kind)
+                svg.text(x + 32, cy, label, size=10, anchor="start", baseline="central")
+                x += w
+            return
         width = 36 + CHAR_PX * 0.9 * max((len(label) for label, _, _ in entries), default=0)
         x0, y0 = self.left + self.width - width - 6, self.top + 6
-        svg = self.svg
         svg.rect(x0, y0, width, 8 + 16 * len(entries), "#fff",
                  ' fill-opacity="0.85" stroke="#ccc" stroke-width="0.8"')
         for i, (label, color, kind) in enumerate(entries):
             cy = y0 + 12 + 16 * i
-            if kind == "dashed":
-                svg.line(x0 + 6, cy, x0 + 26, cy, stroke=color, width=1, extra=' stroke-dasharray="4 2"')
-            elif kind == "dot":
-                svg.circle(x0 + 16, cy, 4, color, ' stroke="#000" stroke-width="0.4"')
-            elif kind == "star":
-                svg.path(_star_path(x0 + 16, cy, 7), f'fill="{color}"')
-            else:
-                svg.rect(x0 + 6, cy - 5, 20, 10, color, ' fill-opacity="0.15"' if kind == "shade" else "")
+            self._legend_mark(x0, cy, color, kind)
             svg.text(x0 + 32, cy, label, size=10, anchor="start", baseline="central")
+
+    def _legend_mark(self, x0: float, cy: float, color: str, kind: str) -> None:
+        svg = self.svg
+        if kind == "dashed":
+            svg.line(x0 + 6, cy, x0 + 26, cy, stroke=color, width=1, extra=' stroke-dasharray="4 2"')
+        elif kind == "dot":
+            svg.circle(x0 + 16, cy, 4, color, ' stroke="#000" stroke-width="0.4"')
+        elif kind == "star":
+            svg.path(_star_path(x0 + 16, cy, 7), f'fill="{color}"')
+        else:
+            svg.rect(x0 + 6, cy - 5, 20, 10, color, ' fill-opacity="0.15"' if kind == "shade" else "")
 
 
 def _bar_path(spans: Iterable[tuple[float, float]], ax: Axes, y: float, height: float) -> str:
@@ -220,13 +304,13 @@ def _bar_path(spans: Iterable[tuple[float, float]], ax: Axes, y: float, height: 
 def gantt(data: dict[str, Any], path: Path) -> Path:
     resources = sorted({r for r, _, _ in data["transfers"]})
     rows = list(data["rows"]) + resources
-    width, height = 14 * DPI, (0.45 * len(rows) + 1.5) * DPI
+    width, height = 14 * DPI, (0.45 * len(rows) + 1.5) * DPI + 28
     left = max((len(r) for r in rows), default=4) * CHAR_PX + 24
     svg = Svg(width, height)
     ends = [end for _, _, end, _ in data["ops"]] + [end for _, _, end in data["transfers"]]
     starts = [start for _, start, _, _ in data["ops"]] + [start for _, start, _ in data["transfers"]]
     xlim = _padded(min(starts, default=0.0), max(ends, default=1.0))
-    top = 30
+    top = 58  # the title, then the legend's row, then the bars
     ax = Axes(svg, left, top, width - left - 20, height - top - 50, xlim, (len(rows) - 0.5, -0.5))
     bars: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
     for core, start, end, phase in data["ops"]:
@@ -243,9 +327,9 @@ def gantt(data: dict[str, Any], path: Path) -> Path:
         py = ax.y(i)
         svg.line(left - 4, py, left, py, width=0.8)
         svg.text(left - 6, py, row, anchor="end", baseline="central")
-    ax.frame(title=f"{data['title']}: ops per core and transfers", xlabel="cycles", yticks=False)
+    ax.frame(title=f"{data['title']}: ops per core and transfers", xlabel="cycles", yticks=False, title_y=20)
     ax.legend([(phase, color, "patch") for phase, color in PHASE_COLORS.items()]
-              + [("transfer", TRANSFER_COLOR, "patch")])
+              + [("transfer", TRANSFER_COLOR, "patch")], row_y=top - 14)
     return svg.write(path)
 
 
@@ -273,50 +357,66 @@ def _step_path(points: Sequence[tuple[float, float]], ax: Axes) -> str:
 def memory(data: dict[str, Any], path: Path) -> Path:
     memories = data["memories"]
     panel = 2.2 * DPI
-    width, height = 14 * DPI, panel * len(memories) + 1 * DPI
+    width, height = 14 * DPI, panel * len(memories) + 1 * DPI + 20
     svg = Svg(width, height)
-    left, top = 6 * CHAR_PX + 50, 28
+    left, top = 6 * CHAR_PX + 50, 48
     spans = data["phase_spans"]
-    t_end = max([p[0] for _, _, points in memories for p in points] + [last for _, last in spans.values()], default=1.0)
+    t_end = max([p[0] for _, _, points, _ in memories for p in points] + [last for _, last in spans.values()],
+                default=1.0)
     xlim = _padded(0.0, t_end)
-    for i, (name, capacity, points) in enumerate(memories):
-        curve = [(0.0, 0)] + [(p[0], p[1]) for p in points]
-        levels = [level / 2**20 for _, level in curve]
-        finite = capacity != float("inf")
-        ylim = _padded(min(levels), max(levels + ([capacity / 2**20] if finite else [])))
-        ax = Axes(svg, left, top + i * panel, width - left - 20, panel - 70, xlim, ylim)
+    for i, (name, capacity, points, axis) in enumerate(memories):
+        unit = axis["unit_bytes"]
+        curve = [(0.0, 0.0)] + [(p[0], p[1] / unit) for p in points]
+        ymax = axis["ymax_bytes"] / unit
+        ax = Axes(svg, left, top + i * panel, width - left - 20, panel - 70, xlim, (-0.02 * ymax, ymax))
+        svg.parts.append(f'<g data-memory="{_esc(name)}" data-ymax-bytes="{axis["ymax_bytes"]:.0f}" '
+                         f'data-peak-bytes="{axis["peak_bytes"]}" data-unit="{axis["unit"]}"/>')
         clip = ax.clip_id(f"m{i}")
         for phase, (first, last) in spans.items():
             x0, x1 = ax.x(first), ax.x(last)
             svg.rect(x0, ax.top, max(x1 - x0, 0.5), ax.height, PHASE_COLORS.get(phase, TAB["grey"]),
                      f' fill-opacity="0.15" clip-path="url(#{clip})"')
-        svg.path(_step_path([(t, level / 2**20) for t, level in curve], ax),
-                 f'fill="none" stroke="#000" stroke-width="1" clip-path="url(#{clip})"')
-        if finite:
-            y = ax.y(capacity / 2**20)
+        svg.path(_step_path(curve, ax), f'fill="none" stroke="#000" stroke-width="1" clip-path="url(#{clip})"')
+        if axis["capacity_shown"]:
+            y = ax.y(capacity / unit)
             svg.line(ax.left, y, ax.left + ax.width, y, stroke=TRANSFER_COLOR, width=0.8,
                      extra=' stroke-dasharray="4 2"')
-        ax.frame(title=name, ylabel="MiB", title_size=11, xlabel="cycles" if i == len(memories) - 1 else "")
+        ax.frame(title=f"{name}: {axis['note']}", ylabel=axis["unit"], title_size=11,
+                 xlabel="cycles" if i == len(memories) - 1 else "")
         if i == 0:
             ax.legend([(phase, PHASE_COLORS.get(phase, TAB["grey"]), "shade") for phase in spans]
-                      + ([("capacity", TRANSFER_COLOR, "dashed")] if finite else []))
+                      + [("capacity", TRANSFER_COLOR, "dashed")], row_y=14)
     return svg.write(path)
 
 
 def energy(data: dict[str, Any], path: Path) -> Path:
-    parts = data["energy"]
-    width, height = 7 * DPI, 4 * DPI
+    """One bar per phase (and the scheduler's transfers), stacked by where the energy is spent;
+    the legend gives each part's total and share of the step."""
+    by_phase = data["energy_by_phase"]
+    total = data["energy_pj"]
+    width, height = 9 * DPI, 4.5 * DPI + 28
     svg = Svg(width, height)
-    values = [v / 1e9 for v in parts.values()]
-    ylim = (0.0, max(values, default=1.0) * 1.05 or 1.0)
-    n = max(len(values), 1)
-    ax = Axes(svg, 5 * CHAR_PX + 45, 30, width - 5 * CHAR_PX - 65, height - 70, (-0.6, n - 0.4), ylim)
-    for i, (name, value) in enumerate(zip(parts, values, strict=True)):
-        x0, x1 = ax.x(i - 0.4), ax.x(i + 0.4)
-        svg.rect(x0, ax.y(value), x1 - x0, ax.y(0) - ax.y(value), ENERGY_COLORS[i % len(ENERGY_COLORS)])
+    sums = [sum(row.values()) / 1e9 for row in by_phase.values()]
+    ymax = max(sums, default=1.0) * 1.12 or 1.0
+    n = max(len(by_phase), 1)
+    ax = Axes(svg, 5 * CHAR_PX + 45, 58, width - 5 * CHAR_PX - 65, height - 98, (-0.6, n - 0.4), (0.0, ymax))
+    colors = dict(zip(ENERGY_PARTS, ENERGY_COLORS, strict=True))
+    for i, (phase, row) in enumerate(by_phase.items()):
+        x0, x1 = ax.x(i - 0.35), ax.x(i + 0.35)
+        base = 0.0
+        for part in ENERGY_PARTS:
+            value = row.get(part, 0.0) / 1e9
+            if value > 0:
+                svg.rect(x0, ax.y(base + value), x1 - x0, ax.y(base) - ax.y(base + value), colors[part])
+            base += value
+        share = 100 * sum(row.values()) / total if total else 0.0
+        svg.text(ax.x(i), ax.y(base) - 4, f"{base:.4g} mJ ({share:.0f} %)", size=10)
         svg.line(ax.x(i), ax.top + ax.height, ax.x(i), ax.top + ax.height + 4, width=0.8)
-        svg.text(ax.x(i), ax.top + ax.height + 16, name)
-    ax.frame(title=f"energy per training step: {data['energy_pj'] / 1e9:.4g} mJ", ylabel="mJ", xticks=False)
+        svg.text(ax.x(i), ax.top + ax.height + 16, phase)
+    ax.frame(title=f"energy per training step: {total / 1e9:.4g} mJ, by phase", ylabel="mJ", xticks=False, title_y=20)
+    parts = data["energy"]
+    ax.legend([(f"{part} {parts.get(part, 0.0) / 1e9:.4g} mJ", colors[part], "patch") for part in ENERGY_PARTS
+               if part in parts], row_y=ax.top - 14)
     return svg.write(path)
 
 

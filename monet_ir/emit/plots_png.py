@@ -11,8 +11,9 @@ matplotlib does not need to draw: no pyplot (a `Figure` on the Agg canvas direct
 margins instead of `tight_layout` (which draws every figure twice).
 
 Files: `gantt.png` (ops per core and transfers per resource, coloured by phase), `memory.png`
-(occupancy of every memory over time with the phases shaded and the capacity dashed),
-`energy.png` (the energy breakdown).
+(occupancy of every memory over time with the phases shaded, each panel scaled to that memory's
+own peak), `energy.png` (energy per phase, stacked by where it is spent): the same layout as the
+SVGs of `monet_ir.emit.plots`, whose scales `step_report.plot_data` decided.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 PHASE_COLORS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green", "recompute": "tab:purple"}
+ENERGY_PARTS = ("compute", "onchip_memory", "offchip_memory", "interconnect")  # as monet_ir.emit.plots
+ENERGY_COLORS = ("tab:blue", "tab:orange", "tab:red", "tab:green")
 DPI = 80
 
 
@@ -45,12 +48,17 @@ def _margins(fig: Any, left_chars: int = 6, top_lines: int = 1, hspace_in: float
 
 def write_plots(data: dict[str, Any], out: Path) -> list[Path]:
     """gantt.png, memory.png, energy.png from `step_report.plot_data`; returns the files written."""
+    return [_save(gantt_figure(data), out / "gantt.png"), _save(memory_figure(data), out / "memory.png"),
+            _save(energy_figure(data), out / "energy.png")]
+
+
+def gantt_figure(data: dict[str, Any]) -> Any:
     from matplotlib.patches import Rectangle
 
     colors = PHASE_COLORS
     resources = sorted({r for r, _, _ in data["transfers"]})
     rows = list(data["rows"]) + resources
-    fig = _figure(14, 0.45 * len(rows) + 1.5)
+    fig = _figure(14, 0.45 * len(rows) + 1.5 + 0.35)
     ax = fig.add_subplot()
     bars: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
     for core, start, end, phase in data["ops"]:
@@ -65,40 +73,68 @@ def write_plots(data: dict[str, Any], out: Path) -> list[Path]:
     ax.set_yticks(range(len(rows)), rows)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlabel("cycles")
-    ax.set_title(f"{data['title']}: ops per core and transfers")
+    ax.set_title(f"{data['title']}: ops per core and transfers", pad=22)
     handles = [Rectangle((0, 0), 1, 1, color=c) for c in (*colors.values(), "tab:red")]
-    ax.legend(handles, [*colors, "transfer"], loc="upper right", fontsize=8)
-    _margins(fig, max((len(r) for r in rows), default=4))
-    written = [_save(fig, out / "gantt.png")]
+    # above the bars, in one row: inside the axes it would hide them
+    ax.legend(handles, [*colors, "transfer"], loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(handles),
+              fontsize=8, frameon=False, borderaxespad=0.2)
+    _margins(fig, max((len(r) for r in rows), default=4), top_lines=2)
+    return fig
 
+
+def memory_figure(data: dict[str, Any]) -> Any:
+    colors = PHASE_COLORS
     memories = data["memories"]
-    fig = _figure(14, 2.2 * len(memories) + 1)
+    fig = _figure(14, 2.2 * len(memories) + 1.25)
     axes = fig.subplots(len(memories), 1, squeeze=False)
-    for ax, (name, capacity, points) in zip(axes[:, 0], memories, strict=True):
+    for ax, (name, capacity, points, axis) in zip(axes[:, 0], memories, strict=True):
+        unit = axis["unit_bytes"]
         xs = [0.0] + [p[0] for p in points]
         ys = [0] + [p[1] for p in points]
-        ax.step(xs, [y / 2**20 for y in ys], where="post", color="black", linewidth=1)
+        ax.step(xs, [y / unit for y in ys], where="post", color="black", linewidth=1)
         for phase, (first, last) in data["phase_spans"].items():
             ax.axvspan(first, last, color=colors.get(phase, "grey"), alpha=0.15, label=phase)
-        if capacity != float("inf"):
-            ax.axhline(capacity / 2**20, color="tab:red", linestyle="--", linewidth=0.8, label="capacity")
-        ax.set_ylabel("MiB")
-        ax.set_title(name, fontsize=9)
+        if axis["capacity_shown"]:
+            ax.axhline(capacity / unit, color="tab:red", linestyle="--", linewidth=0.8, label="capacity")
+        ymax = axis["ymax_bytes"] / unit
+        ax.set_ylim(-0.02 * ymax, ymax)
+        ax.set_ylabel(axis["unit"])
+        ax.set_title(f"{name}: {axis['note']}", fontsize=9)
     if memories:
-        axes[0, 0].legend(fontsize=8, loc="upper right")
-        axes[-1, 0].set_xlabel("cycles")
-    _margins(fig, 6, hspace_in=0.9 / 2.2)
-    written.append(_save(fig, out / "memory.png"))
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
 
-    fig = _figure(7, 4)
+        handles = [Patch(color=colors.get(phase, "grey"), alpha=0.15) for phase in data["phase_spans"]]
+        handles.append(Line2D([], [], color="tab:red", linestyle="--", linewidth=0.8))
+        fig.legend(handles, [*data["phase_spans"], "capacity"], loc="upper right", ncol=len(handles), fontsize=8,
+                   frameon=False)
+        axes[-1, 0].set_xlabel("cycles")
+    _margins(fig, 6, top_lines=2, hspace_in=0.9 / 2.2)
+    return fig
+
+
+def energy_figure(data: dict[str, Any]) -> Any:
+    by_phase = data["energy_by_phase"]
+    total = data["energy_pj"]
+    fig = _figure(9, 4.85)
     ax = fig.add_subplot()
-    parts = data["energy"]
-    ax.bar(list(parts), [v / 1e9 for v in parts.values()], color=["tab:blue", "tab:orange", "tab:red", "tab:green"])
+    names = list(by_phase)
+    base = [0.0] * len(names)
+    for part, color in zip(ENERGY_PARTS, ENERGY_COLORS, strict=True):
+        values = [by_phase[name].get(part, 0.0) / 1e9 for name in names]
+        label = f"{part} {data['energy'].get(part, 0.0) / 1e9:.4g} mJ"
+        ax.bar(names, values, width=0.7, bottom=base, color=color, label=label)
+        base = [b + v for b, v in zip(base, values, strict=True)]
+    for i, height in enumerate(base):
+        share = 100 * height * 1e9 / total if total else 0.0
+        ax.text(i, height, f"{height:.4g} mJ ({share:.0f} %)", ha="center", va="bottom", fontsize=8)
+    ax.set_ylim(0, max(base, default=1.0) * 1.12 or 1.0)
     ax.set_ylabel("mJ")
-    ax.set_title(f"energy per training step: {data['energy_pj'] / 1e9:.4g} mJ")
-    _margins(fig, 5)
-    written.append(_save(fig, out / "energy.png"))
-    return written
+    ax.set_title(f"energy per training step: {total / 1e9:.4g} mJ, by phase", pad=22)
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(ENERGY_PARTS), fontsize=8, frameon=False,
+              borderaxespad=0.2)
+    _margins(fig, 5, top_lines=2)
+    return fig
 
 
 def _save(fig: Any, path: Path) -> Path:

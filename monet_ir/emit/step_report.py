@@ -245,21 +245,38 @@ def chrome_trace(s: Schedule) -> dict[str, Any]:
 
 
 def plot_data(s: Schedule, report: dict[str, Any]) -> dict[str, Any]:
-    """Everything the plots need, as plain data (so a separate process can draw them)."""
+    """Everything the plots need, as plain data (so a separate process can draw them): the
+    scales of the memory panels and the energy per phase are decided here, once, for the SVG
+    and the PNG plots alike (`plots.memory_axis`, `plots.energy_by_phase`)."""
+    from monet_ir.emit.plots import energy_by_phase, memory_axis
+
     sigs, phases = s.graph.tasks.sig, s.graph.tasks.phase
     ops = [(st.core, st.start, st.end, phases[st.task]) for st in s.tasks if sigs[st.task] is not None]
     spans: dict[str, list[float]] = {}
     for _, start, end, phase in ops:
         span = spans.setdefault(phase, [start, end])
         span[0], span[1] = min(span[0], start), max(span[1], end)
+    reported = report.get("memory", {}).get("peak_bytes", {})
+    memories = []
+    for trace in s.memories.values():
+        if not trace.events:
+            continue
+        points = trace.timeline()
+        drawn = max((level for _, level in points), default=0)
+        memories.append((trace.name, trace.capacity, points,
+                         memory_axis(int(reported.get(trace.name, drawn)), drawn, trace.capacity)))
+    tasks = [(phases[st.task], st.compute_pj, st.onchip_pj, st.offchip_pj) for st in s.tasks
+             if sigs[st.task] is not None]
+    transfers = [(tr.resource, tr.energy_pj) for tr in s.transfers]
     return {
         "title": f"{report.get('model', '')} on {s.target.name}",
         "rows": [f"core{c.id} {c.name}" for c in s.target.cores],
         "ops": ops,
         "transfers": [(tr.resource, tr.start, tr.end) for tr in s.transfers],
-        "memories": [(t.name, t.capacity, t.timeline()) for t in s.memories.values() if t.events],
+        "memories": memories,
         "phase_spans": spans,
         "energy": dict(report["energy_breakdown_pj"]),
+        "energy_by_phase": energy_by_phase(tasks, transfers),
         "energy_pj": report["energy_pj"],
     }
 

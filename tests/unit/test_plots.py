@@ -45,10 +45,11 @@ def test_report_writes_svg_plots_after_the_summary(tmp_path):
     assert {"forward", "backward", "optimizer", "recompute", "transfer"} <= set(gantt)
     assert any(t.startswith("core0 ") for t in gantt)
     memory = _texts(tmp_path / "memory.svg")
-    assert "MiB" in memory and "capacity" in memory and "cycles" in memory
+    assert {"KiB", "MiB"} & set(memory) and "capacity" in memory and "cycles" in memory
     energy = _texts(tmp_path / "energy.svg")
-    assert any(t.startswith("energy per training step: ") and t.endswith(" mJ") for t in energy)
-    assert {"compute", "onchip_memory", "offchip_memory", "interconnect", "mJ"} <= set(energy)
+    assert any(t.startswith("energy per training step: ") and t.endswith(" mJ, by phase") for t in energy)
+    assert {"forward", "backward", "optimizer", "mJ"} <= set(energy)
+    assert {"compute", "onchip_memory", "offchip_memory", "interconnect"} <= {t.split()[0] for t in energy if t}
     assert not list(tmp_path.glob("*.png"))
     lines = run.stderr.splitlines()
     assert "report.json, layers.csv, report.txt, trace.json" in lines[-2]
@@ -156,3 +157,108 @@ def test_explore_writes_its_front_as_svg_or_png(tmp_path):
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "png" / "pareto.png").read_bytes().startswith(PNG)
     assert not (tmp_path / "png" / "pareto.svg").exists()
+
+
+LENET = REPO / "tests" / "data" / "models" / "lenet5_b4.onnx"
+
+
+def _report(tmp_path: Path, target: str, *extra: str) -> Path:
+    run = subprocess.run([sys.executable, "-m", "monet_ir.tools.monet", "report", str(LENET), "--target", target,
+                          "--out", str(tmp_path), *extra], capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 0, run.stderr
+    return tmp_path
+
+
+def _panels(path: Path) -> dict[str, dict[str, str]]:
+    return {g.get("data-memory"): dict(g.attrib) for g in ET.parse(path).getroot().iter(f"{SVG_NS}g")
+            if g.get("data-memory")}
+
+
+def test_each_memory_panel_runs_to_its_own_peak_not_only_its_capacity(tmp_path):
+    """cortex_a_board: a 4 GiB LPDDR4 holding a few hundred kB was a flat line at zero on a 0-4 GiB
+    axis. Every panel's axis now covers its own peak and the peak fills most of it."""
+    out = _report(tmp_path, "cortex_a_board")
+    report = json.loads((out / "report.json").read_text())
+    panels = _panels(out / "memory.svg")
+    assert set(panels) == {name for name, peak in report["memory"]["peak_bytes"].items() if peak}
+    for name, panel in panels.items():
+        peak, ymax = report["memory"]["peak_bytes"][name], float(panel["data-ymax-bytes"])
+        assert peak <= ymax <= 1.05 * plots.CAPACITY_IN_VIEW * peak + 1, (name, peak, ymax)
+    dram = report["memory"]["budgeted"]
+    assert report["memory"]["capacity_bytes"][dram] == 4 * 2**30
+    peak = report["memory"]["peak_bytes"][dram]
+    assert float(panels[dram]["data-ymax-bytes"]) < 4 * 2**30 / 100 and panels[dram]["data-unit"] == "MiB"
+    assert f"{dram}: peak {plots.format_size(peak)} of 4 GiB (< 0.1 %), capacity above the axis" \
+        in _texts(out / "memory.svg")
+
+
+def test_memory_axis_rules():
+    near = plots.memory_axis(1_900_000, 1_900_000, 2 * 2**20)
+    assert near["capacity_shown"] and near["ymax_bytes"] == pytest.approx(2 * 2**20 * 1.05)
+    assert near["unit"] == "MiB" and near["note"] == "peak 1.81 MiB of 2 MiB (90.6 %)"
+    far = plots.memory_axis(308_000, 308_000, 4 * 2**30)
+    assert not far["capacity_shown"] and far["ymax_bytes"] == pytest.approx(308_000 * 1.05)
+    assert far["unit"] == "KiB" and far["note"] == "peak 301 KiB of 4 GiB (< 0.1 %), capacity above the axis"
+    over = plots.memory_axis(3000, 3000, 2048)  # a memory over its capacity shows both
+    assert over["capacity_shown"] and over["ymax_bytes"] == pytest.approx(3150)
+    unbounded = plots.memory_axis(0, 0, float("inf"))
+    assert unbounded["ymax_bytes"] > 0 and not unbounded["capacity_shown"]
+
+
+def _plot_data_of(out: Path) -> dict:
+    """The plot data of a report, rebuilt in this process through the tool's own path."""
+    from monet_ir.emit.step_report import plot_data
+    from monet_ir.tools.monet import Progress, build_parser, make_report
+
+    args = build_parser().parse_args(["report", str(LENET), "--target", "cortex_a_board", "--out", str(out)])
+    report, sched = make_report(args, Progress(enabled=False))
+    return plot_data(sched, report)
+
+
+def test_png_memory_panels_and_legends_hide_nothing(tmp_path):
+    """The PNGs as drawn: each memory's curve reaches the upper half of its panel (the pixels are
+    read back), and the Gantt and energy legends lie outside the plot area."""
+    pytest.importorskip("matplotlib")
+    from monet_ir.emit import plots_png
+
+    data = _plot_data_of(tmp_path)
+    fig = plots_png.memory_figure(data)
+    fig.canvas.draw()
+    width, height = fig.canvas.get_width_height()
+    import numpy as np
+
+    pixels = np.asarray(fig.canvas.buffer_rgba())
+    for ax, (name, _, points, axis) in zip(fig.axes, data["memories"], strict=True):
+        peak = max(level for _, level in points) / axis["unit_bytes"]
+        low, high = ax.get_ylim()
+        assert high >= peak >= 0.6 * high, name
+        box = ax.get_window_extent()
+        x0, x1 = int(box.x0) + 3, int(box.x1) - 3
+        top, bottom = height - int(box.y1) + 3, height - int(box.y0) - 3
+        black = (pixels[top:bottom, x0:x1, :3] == 0).all(axis=2)
+        rows_with_curve = np.nonzero(black.any(axis=1))[0]
+        assert len(rows_with_curve) and rows_with_curve[0] < (bottom - top) / 2, name
+    for figure in (plots_png.gantt_figure(data), plots_png.energy_figure(data)):
+        figure.canvas.draw()
+        ax = figure.axes[0]
+        legend = ax.get_legend().get_window_extent()
+        assert legend.y0 >= ax.get_window_extent().y1 - 1
+
+
+def test_svg_gantt_legend_sits_above_the_bars_and_energy_is_split_by_phase(tmp_path):
+    out = _report(tmp_path, "snax_mx", "--precision", "mxfp8_e4m3")
+    root = ET.parse(out / "gantt.svg").getroot()
+    frame = next(r for r in root.iter(f"{SVG_NS}rect") if r.get("fill") == "none" and r.get("stroke") == "#000")
+    legend_marks = [r for r in root.iter(f"{SVG_NS}rect") if r.get("width") == "20" and r.get("height") == "10"]
+    assert len(legend_marks) == 5
+    assert all(float(r.get("y")) + 10 < float(frame.get("y")) for r in legend_marks)
+    report = json.loads((out / "report.json").read_text())
+    texts = _texts(out / "energy.svg")
+    for phase, row in report["phases"].items():
+        if not row["ops"]:
+            assert phase not in texts
+            continue
+        share = 100 * row["energy_pj"] / report["energy_pj"]
+        assert phase in texts and f"{row['energy_pj'] / 1e9:.4g} mJ ({share:.0f} %)" in texts, phase
+    moved = sum(t["energy_pj"] for t in report["transfers"].values())
+    assert "transfers" in texts and f"{moved / 1e9:.4g} mJ ({100 * moved / report['energy_pj']:.0f} %)" in texts
