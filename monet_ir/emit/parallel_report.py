@@ -10,7 +10,8 @@
 | `chip_latency_cycles` | the step with communication taking no time (the pipeline's bubbles stay) |
 | `communication` | `time_s` (union of the intervals a collective is in flight on chip 0), `exposed_s` (what the step got longer than `chip_latency`), `overlapped_s` (`time_s - exposed_s`), `collectives` (count), `bytes_per_chip` (the tensors each chip reduces or gathers), `network_bytes` (bytes all chips sent, each message once), `network_link_bytes` (collectives' bytes summed over the links crossed), `pipeline_bytes` (activations and their gradients between stages, every micro-batch and replica), `by_group` (per process group, `dp` data-parallel, `tp` tensor-parallel: `collectives`, `bytes_per_chip`, `time_s` in flight, on the busiest stage; `exposed_s`: how much shorter one micro-batch's step of a stage would be if that group's collectives took no network time — the groups' figures need not add up to the total) |
 | `bubble_fraction` | idle share of the stages over the pipeline's makespan (0 without pipeline parallelism) |
-| `energy_pj`, `energy_breakdown_pj` | every chip's energy (forward and backward once per micro-batch, the rest once per step), plus `network` (every link crossed) |
+| `energy_pj`, `energy_breakdown_pj` | the **sum over all chips** of their energy (forward and backward once per micro-batch, the rest once per step), plus `network` (every link crossed) |
+| `energy_per_chip_pj` | the chips' energy without the network, divided by the chip count (the mean over chips) |
 | `memory_per_device` | `parameter_bytes`, `gradient_bytes`, `optimizer_state_bytes` (incl. `master_weight_bytes`), `optimizer_step_bytes`, `model_state_bytes`, `buffer_bytes`, `activation_bytes` (saved for backward), `input_bytes`, `total_bytes`, `parameter_count`, `dram_peak_bytes` (the chip's schedule, plus the activations of the other micro-batches in flight), `capacity_bytes` (the chip's DRAM), `fits` (every stage fits); with stages, the stage that needs the most, and `memory_per_stage` every stage's, with `microbatches_in_flight` |
 | `collective_ops` | per collective: `stage`, `op`, `node`, `phase`, `group`, `bytes`, `start_cycle`, `end_cycle` |
 | `links` | per link: `bytes`, `busy_s`, `utilization` (busy / step latency) |
@@ -60,6 +61,7 @@ def parallel_report(result: Any) -> dict[str, Any]:
             "time_s": max(_union([(r.start, r.net_end) for s, r in mine if s == k]) for k in range(len(result.stages))) / freq,
             "exposed_s": max(getattr(stage, "exposed_by_group", {}).get(kind, 0.0) for stage in result.stages) / freq,
         }
+    chips_energy = sum(v for k, v in breakdown.items() if k != "network")
     return {
         "system": system.name,
         "chips": system.chips,
@@ -86,6 +88,7 @@ def parallel_report(result: Any) -> dict[str, Any]:
         "bubble_fraction": result.bubble_fraction,
         "energy_pj": sum(breakdown.values()),
         "energy_breakdown_pj": breakdown,
+        "energy_per_chip_pj": chips_energy / system.chips,
         "memory_per_device": memory,
         "memory_per_stage": result.stage_memory if plan.pp > 1 else [],
         "collective_ops": [{"stage": s, "op": r.op, "node": r.node, "phase": r.phase, "group": r.group, "bytes": r.bytes,
@@ -105,7 +108,12 @@ def _union(spans: list[tuple[float, float]]) -> float:
 
 
 def _mb(n: float) -> str:
-    return f"{n / 1e6:,.1f} MB"
+    """Bytes in MB, or in kB or B where MB would print 0.0."""
+    if n >= 1e5:
+        return f"{n / 1e6:,.1f} MB"
+    if n >= 1e3:
+        return f"{n / 1e3:,.1f} kB"
+    return f"{n:,.0f} B"
 
 
 def parallel_text(report: dict[str, Any]) -> str:
@@ -118,11 +126,19 @@ def parallel_text(report: dict[str, Any]) -> str:
     if "precision" in report:
         lines.append(f"  precision  {report['precision']} ({report.get('precision_source', '')})")
     lat = report["latency_s"]
-    lines.append(f"  latency    {lat * 1e3:.4g} ms per step ({report['chip_latency_cycles'] / report['frequency_hz'] * 1e3:.4g} ms "
-                 "if communication took no time)")
+    chips = report["chips"]
+    lines.append(f"  latency    {lat * 1e3:.4g} ms per step of the whole system "
+                 f"({report['chip_latency_cycles'] / report['frequency_hz'] * 1e3:.4g} ms if communication took no time)")
     c = report["communication"]
-    lines.append(f"  network    {c['collectives']} collectives, {_mb(c['bytes_per_chip'])} per chip, "
-                 f"{_mb(c['network_bytes'])} sent by all chips")
+    if c["collectives"]:
+        lines.append(f"  network    {c['collectives']} collectives per chip's step, {_mb(c['bytes_per_chip'])} reduced or "
+                     f"gathered by each chip, {_mb(c['network_bytes'] - c.get('pipeline_bytes', 0))} sent by all "
+                     f"{chips} chips together")
+    else:
+        lines.append("  network    no collectives (no data- or tensor-parallel group)")
+    if c.get("pipeline_bytes"):
+        lines.append(f"  pipeline   {_mb(c['pipeline_bytes'])} of activations and gradients sent between stages "
+                     f"per step, all micro-batches and replicas together")
     share = c["time_s"] / lat * 100 if lat else 0.0
     lines.append(f"  comm time  {c['time_s'] * 1e3:.4g} ms ({share:.0f} % of the step): exposed {c['exposed_s'] * 1e3:.4g} ms, "
                  f"overlapped {c['overlapped_s'] * 1e3:.4g} ms")
@@ -130,13 +146,20 @@ def parallel_text(report: dict[str, Any]) -> str:
         lines.append(f"    {kind:<9}{g['collectives']:>5} collectives, {_mb(g['bytes_per_chip'])} per chip, "
                      f"{g['time_s'] * 1e3:.4g} ms in flight, {g.get('exposed_s', 0.0) * 1e3:.4g} ms exposed")
     lines.append(f"  bubble     {report['bubble_fraction'] * 100:.1f} %")
-    lines.append(f"  energy     {report['energy_pj'] / 1e9:.4g} mJ per step")
+    per_chip = report.get("energy_per_chip_pj")
+    lines.append(f"  energy     {report['energy_pj'] / 1e9:.4g} mJ per step, summed over all {chips} chips and the network"
+                 + (f" ({per_chip / 1e9:.4g} mJ per chip on average)" if per_chip is not None else ""))
     for key, value in report["energy_breakdown_pj"].items():
         pct = value / report["energy_pj"] * 100 if report["energy_pj"] else 0.0
         lines.append(f"    {key:<15}{value / 1e9:>12.4g} mJ {pct:6.1f} %")
     m = report["memory_per_device"]
     lines.append("")
-    lines.append("  memory per device")
+    stages = report.get("memory_per_stage", [])
+    if stages:
+        fullest = max(range(len(stages)), key=lambda s: stages[s]["total_bytes"])
+        lines.append(f"  memory per chip (bytes; the fullest: a chip of stage {fullest})")
+    else:
+        lines.append(f"  memory per chip (bytes; every one of the {chips} chips holds this much)")
     for key in ("parameter_bytes", "gradient_bytes", "optimizer_state_bytes", "optimizer_step_bytes", "buffer_bytes",
                 "activation_bytes", "input_bytes", "total_bytes"):
         lines.append(f"    {key[:-6]:<22}{m[key]:>18,}")
@@ -145,7 +168,8 @@ def parallel_text(report: dict[str, Any]) -> str:
     lines.append(f"    {'DRAM capacity':<22}{cap_text:>18}   {'fits' if m['fits'] else 'DOES NOT FIT'}"
                  f" (the chip's schedule peaks at {m['dram_peak_bytes']:,})")
     for s, mm in enumerate(report.get("memory_per_stage", [])):
-        lines.append(f"    stage {s}: total {mm['total_bytes']:,} ({mm['microbatches_in_flight']} micro-batches in flight), "
+        held = mm["microbatches_in_flight"]
+        lines.append(f"    stage {s}: total {mm['total_bytes']:,} ({held} micro-batch{'es' if held != 1 else ''} in flight), "
                      f"schedule peak {mm['dram_peak_bytes']:,}")
     return "\n".join(lines) + "\n"
 
@@ -202,3 +226,94 @@ def parallel_trace(result: Any) -> dict[str, Any]:
             events.append({"ph": "X", "pid": net_pid, "tid": i + 1, "name": label, "cat": "network",
                            "ts": a * 1e6, "dur": max((b - a) * 1e6, 1e-3)})
     return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+MAX_PLOT_LINKS = 32
+FORWARD_BACKWARD = ("forward", "backward", "recompute")
+
+
+def parallel_plot_data(result: Any, report: dict[str, Any]) -> dict[str, Any]:
+    """The plots of a multi-chip step (`plots.write_plots`, `plots_png.write_plots`): in the Gantt
+    chart one lane per chip (its stage's ops as the system ran them: with pipeline parallelism the
+    forward and backward micro-batches, then the optimizer) and one per network link that carried
+    data (the busiest MAX_PLOT_LINKS); in the memory plot one panel per stage, the DRAM of one of
+    its chips over one micro-batch's step as the chip scheduled it (communication taking no time);
+    the energy per phase summed over all chips, the network a bar of its own."""
+    from monet_ir.emit.plots import energy_by_phase, memory_axis
+
+    system, plan = result.system, result.plan
+    freq = result.frequency_hz
+    per_stage = plan.dp * plan.tp
+    ops: list[tuple[int, float, float, str]] = []
+    for chip in range(system.chips):
+        s = min(chip // per_stage, len(result.stages) - 1)
+        stage = result.stages[s]
+        g = stage.chip_schedule.graph
+        if plan.pp > 1:
+            ends = [stage.task_times[st.task][1] for st in stage.chip_schedule.tasks
+                    if g.tasks[st.task].sig is not None and g.tasks[st.task].phase in FORWARD_BACKWARD]
+            for kind, _, a, b in result.pipeline.ops[s]:
+                ops.append((chip, a, b, "forward" if kind == "F" else "backward"))
+            tail = stage.latency_cycles - max(ends, default=0.0)
+            end = result.pipeline.stage_end[s]
+            if tail > 0:
+                ops.append((chip, end, end + tail, "optimizer"))
+            continue
+        for st in stage.chip_schedule.tasks:
+            task = g.tasks[st.task]
+            if task.sig is not None:
+                start, end = stage.task_times[st.task]
+                ops.append((chip, start, end, task.phase))
+    sim = result.stages[0].sim
+    carried = sorted(((stats.busy_s, link.name, stats.spans) for link, stats in zip(system.network.links, sim.stats,
+                                                                                     strict=True) if stats.spans),
+                     key=lambda row: -row[0])
+    shown = carried[:MAX_PLOT_LINKS]
+    transfers = [(f"link {name}", a * freq, b * freq) for _, name, spans in shown for a, b, _ in spans]
+    title = f"{report.get('model', '')} on {system.name}, {plan.spec()}"
+    if len(carried) > len(shown):
+        title += f" (the {len(shown)} busiest of {len(carried)} links)"
+    memories, panel_spans, tasks = [], [], []
+    for s, stage in enumerate(result.stages):
+        sched = stage.chip_schedule
+        g = sched.graph
+        main = system.chip.dram.name if system.chip.dram is not None else None
+        dram = sched.memories.get(main) or max(sched.memories.values(), key=lambda trace: trace.capacity)
+        points = dram.timeline()
+        drawn = max((level for _, level in points), default=0)
+        first, last = s * per_stage, (s + 1) * per_stage - 1
+        chips = f"chip {first}" if first == last else f"chips {first}-{last}"
+        memories.append((f"stage {s} ({chips}) {dram.name}", dram.capacity, points,
+                         memory_axis(dram.peak(), drawn, dram.capacity)))
+        spans: dict[str, list[float]] = {}
+        for st in sched.tasks:
+            task = g.tasks[st.task]
+            if task.sig is None:
+                continue
+            span = spans.setdefault(task.phase, [st.start, st.end])
+            span[0], span[1] = min(span[0], st.start), max(span[1], st.end)
+            runs = plan.microbatches if task.phase in FORWARD_BACKWARD else 1
+            tasks.append((task.phase, st.compute_pj * runs * per_stage, st.onchip_pj * runs * per_stage,
+                          st.offchip_pj * runs * per_stage))
+        panel_spans.append(spans)
+    moved = [(tr.resource, tr.energy_pj * per_stage) for stage in result.stages
+             for tr in stage.chip_schedule.transfers]
+    by_phase = energy_by_phase(tasks, moved)
+    network = report["energy_breakdown_pj"].get("network", 0.0)
+    if network:
+        by_phase["network"] = {"network": network}
+    return {
+        "title": title,
+        "gantt_what": "ops per chip, collectives per network link",
+        "rows": [f"chip{c} stage {min(c // per_stage, len(result.stages) - 1)}" for c in range(system.chips)],
+        "ops": ops,
+        "transfers": transfers,
+        "memories": memories,
+        "memory_xlabel": "cycles of one micro-batch's step on one chip of the stage (communication taking no time)",
+        "phase_spans": panel_spans[0] if panel_spans else {},
+        "panel_spans": panel_spans,
+        "energy": dict(report["energy_breakdown_pj"]),
+        "energy_by_phase": by_phase,
+        "energy_pj": report["energy_pj"],
+        "energy_note": f"summed over {system.chips} chips",
+    }

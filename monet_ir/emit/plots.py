@@ -37,7 +37,7 @@ TAB = {"tab:blue": "#1f77b4", "tab:orange": "#ff7f0e", "tab:green": "#2ca02c", "
 PHASE_COLORS = {"forward": TAB["tab:blue"], "backward": TAB["tab:orange"], "optimizer": TAB["tab:green"],
                 "recompute": TAB["tab:purple"]}
 TRANSFER_COLOR = TAB["tab:red"]
-ENERGY_COLORS = (TAB["tab:blue"], TAB["tab:orange"], TAB["tab:red"], TAB["tab:green"])
+ENERGY_COLORS = (TAB["tab:blue"], TAB["tab:orange"], TAB["tab:red"], TAB["tab:green"], TAB["tab:purple"])
 DPI = 80
 FONT = 11  # px, tick labels; titles and axis labels 12 px
 CHAR_PX = 6.8  # average width of a FONT-px sans-serif character, for margins
@@ -130,7 +130,7 @@ SIZE_UNITS = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 
 # a memory panel shows its capacity when it is at most this many times the peak (else the peak
 # would be a sliver at the bottom of the panel)
 CAPACITY_IN_VIEW = 1.6
-ENERGY_PARTS = ("compute", "onchip_memory", "offchip_memory", "interconnect")
+ENERGY_PARTS = ("compute", "onchip_memory", "offchip_memory", "interconnect", "network")
 PHASE_ORDER = ("forward", "recompute", "backward", "optimizer")
 
 
@@ -178,11 +178,11 @@ def energy_by_phase(tasks: Iterable[tuple[str, float, float, float]],
     column (DRAM and storage traffic off-chip, links and buses interconnect), as in the report."""
     rows: dict[str, dict[str, float]] = {}
     for phase, compute, onchip, offchip in tasks:
-        row = rows.setdefault(phase, dict.fromkeys(ENERGY_PARTS, 0.0))
+        row = rows.setdefault(phase, dict.fromkeys(ENERGY_PARTS[:4], 0.0))
         row["compute"] += compute
         row["onchip_memory"] += onchip
         row["offchip_memory"] += offchip
-    moved = dict.fromkeys(ENERGY_PARTS, 0.0)
+    moved = dict.fromkeys(ENERGY_PARTS[:4], 0.0)
     for resource, energy_pj in transfers:
         moved["offchip_memory" if resource.startswith(("dram", "storage")) else "interconnect"] += energy_pj
     ordered = {phase: rows[phase] for phase in PHASE_ORDER if phase in rows}
@@ -247,12 +247,20 @@ class Axes:
             cx, cy = self.left - 46, self.top + self.height / 2
             svg.text(cx, cy, ylabel, size=12, extra=f' transform="rotate(-90 {_num(cx)} {_num(cy)})"')
 
-    def legend(self, entries: Iterable[tuple[str, str, str]], row_y: float | None = None) -> None:
+    def legend(self, entries: Iterable[tuple[str, str, str]], row_y: float | None = None,
+               column_x: float | None = None) -> None:
         """Entries (label, colour, kind: `patch`, `shade`, `dashed`, `dot` or `star`) in a box at the
-        upper right, or with `row_y` in one row right-aligned at that height, outside the plot area
-        (where it hides nothing: the caller leaves that row free)."""
+        upper right; with `row_y` in one row right-aligned at that height, with `column_x` in a
+        column from that x at the top of the plot area, both outside it (where they hide nothing:
+        the caller leaves that room free)."""
         entries = list(entries)
         svg = self.svg
+        if column_x is not None:
+            for i, (label, color, kind) in enumerate(entries):
+                cy = self.top + 8 + 18 * i
+                self._legend_mark(column_x, cy, color, kind)
+                svg.text(column_x + 32, cy, label, size=10, anchor="start", baseline="central")
+            return
         if row_y is not None:
             widths = [40 + CHAR_PX * 0.9 * len(label) for label, _, _ in entries]
             x = self.left + self.width - sum(widths)
@@ -327,7 +335,8 @@ def gantt(data: dict[str, Any], path: Path) -> Path:
         py = ax.y(i)
         svg.line(left - 4, py, left, py, width=0.8)
         svg.text(left - 6, py, row, anchor="end", baseline="central")
-    ax.frame(title=f"{data['title']}: ops per core and transfers", xlabel="cycles", yticks=False, title_y=20)
+    ax.frame(title=f"{data['title']}: {data.get('gantt_what', 'ops per core and transfers')}", xlabel="cycles",
+             yticks=False, title_y=20)
     ax.legend([(phase, color, "patch") for phase, color in PHASE_COLORS.items()]
               + [("transfer", TRANSFER_COLOR, "patch")], row_y=top - 14)
     return svg.write(path)
@@ -360,13 +369,17 @@ def memory(data: dict[str, Any], path: Path) -> Path:
     width, height = 14 * DPI, panel * len(memories) + 1 * DPI + 20
     svg = Svg(width, height)
     left, top = 6 * CHAR_PX + 50, 48
-    spans = data["phase_spans"]
-    t_end = max([p[0] for _, _, points, _ in memories for p in points] + [last for _, last in spans.values()],
-                default=1.0)
+    panel_spans = data.get("panel_spans") or [data["phase_spans"]] * len(memories)
+    t_end = max([p[0] for _, _, points, _ in memories for p in points]
+                + [last for spans in panel_spans for _, last in spans.values()], default=1.0)
     xlim = _padded(0.0, t_end)
-    for i, (name, capacity, points, axis) in enumerate(memories):
+    legend_phases = list(dict.fromkeys(phase for spans in panel_spans for phase in spans))
+    for i, ((name, capacity, points, axis), spans) in enumerate(zip(memories, panel_spans, strict=True)):
         unit = axis["unit_bytes"]
         curve = [(0.0, 0.0)] + [(p[0], p[1] / unit) for p in points]
+        end = max([last for _, last in spans.values()], default=0.0)
+        if end > curve[-1][0]:  # the level holds to the end of the step
+            curve.append((end, curve[-1][1]))
         ymax = axis["ymax_bytes"] / unit
         ax = Axes(svg, left, top + i * panel, width - left - 20, panel - 70, xlim, (-0.02 * ymax, ymax))
         svg.parts.append(f'<g data-memory="{_esc(name)}" data-ymax-bytes="{axis["ymax_bytes"]:.0f}" '
@@ -382,9 +395,9 @@ def memory(data: dict[str, Any], path: Path) -> Path:
             svg.line(ax.left, y, ax.left + ax.width, y, stroke=TRANSFER_COLOR, width=0.8,
                      extra=' stroke-dasharray="4 2"')
         ax.frame(title=f"{name}: {axis['note']}", ylabel=axis["unit"], title_size=11,
-                 xlabel="cycles" if i == len(memories) - 1 else "")
+                 xlabel=data.get("memory_xlabel", "cycles") if i == len(memories) - 1 else "")
         if i == 0:
-            ax.legend([(phase, PHASE_COLORS.get(phase, TAB["grey"]), "shade") for phase in spans]
+            ax.legend([(phase, PHASE_COLORS.get(phase, TAB["grey"]), "shade") for phase in legend_phases]
                       + [("capacity", TRANSFER_COLOR, "dashed")], row_y=14)
     return svg.write(path)
 
@@ -394,12 +407,14 @@ def energy(data: dict[str, Any], path: Path) -> Path:
     the legend gives each part's total and share of the step."""
     by_phase = data["energy_by_phase"]
     total = data["energy_pj"]
-    width, height = 9 * DPI, 4.5 * DPI + 28
+    legend_width = 215  # the legend's column, right of the bars
+    width, height = 9 * DPI + legend_width, 4.5 * DPI
     svg = Svg(width, height)
     sums = [sum(row.values()) / 1e9 for row in by_phase.values()]
     ymax = max(sums, default=1.0) * 1.12 or 1.0
     n = max(len(by_phase), 1)
-    ax = Axes(svg, 5 * CHAR_PX + 45, 58, width - 5 * CHAR_PX - 65, height - 98, (-0.6, n - 0.4), (0.0, ymax))
+    left = 5 * CHAR_PX + 45
+    ax = Axes(svg, left, 30, width - left - 20 - legend_width, height - 70, (-0.6, n - 0.4), (0.0, ymax))
     colors = dict(zip(ENERGY_PARTS, ENERGY_COLORS, strict=True))
     for i, (phase, row) in enumerate(by_phase.items()):
         x0, x1 = ax.x(i - 0.35), ax.x(i + 0.35)
@@ -413,10 +428,11 @@ def energy(data: dict[str, Any], path: Path) -> Path:
         svg.text(ax.x(i), ax.y(base) - 4, f"{base:.4g} mJ ({share:.0f} %)", size=10)
         svg.line(ax.x(i), ax.top + ax.height, ax.x(i), ax.top + ax.height + 4, width=0.8)
         svg.text(ax.x(i), ax.top + ax.height + 16, phase)
-    ax.frame(title=f"energy per training step: {total / 1e9:.4g} mJ, by phase", ylabel="mJ", xticks=False, title_y=20)
-    parts = data["energy"]
-    ax.legend([(f"{part} {parts.get(part, 0.0) / 1e9:.4g} mJ", colors[part], "patch") for part in ENERGY_PARTS
-               if part in parts], row_y=ax.top - 14)
+    note = f", {data['energy_note']}" if data.get("energy_note") else ""
+    ax.frame(title=f"energy per training step: {total / 1e9:.4g} mJ{note}, by phase", ylabel="mJ", xticks=False)
+    parts = {part: sum(row.get(part, 0.0) for row in by_phase.values()) for part in ENERGY_PARTS}
+    ax.legend([(f"{part} {parts[part] / 1e9:.4g} mJ", colors[part], "patch") for part in reversed(ENERGY_PARTS)
+               if part in data["energy"]], column_x=ax.left + ax.width + 10)
     return svg.write(path)
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 PHASE_COLORS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green", "recompute": "tab:purple"}
-ENERGY_PARTS = ("compute", "onchip_memory", "offchip_memory", "interconnect")  # as monet_ir.emit.plots
-ENERGY_COLORS = ("tab:blue", "tab:orange", "tab:red", "tab:green")
+ENERGY_PARTS = ("compute", "onchip_memory", "offchip_memory", "interconnect", "network")  # as monet_ir.emit.plots
+ENERGY_COLORS = ("tab:blue", "tab:orange", "tab:red", "tab:green", "tab:purple")
 DPI = 80
 
 
@@ -73,7 +73,7 @@ def gantt_figure(data: dict[str, Any]) -> Any:
     ax.set_yticks(range(len(rows)), rows)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlabel("cycles")
-    ax.set_title(f"{data['title']}: ops per core and transfers", pad=22)
+    ax.set_title(f"{data['title']}: {data.get('gantt_what', 'ops per core and transfers')}", pad=22)
     handles = [Rectangle((0, 0), 1, 1, color=c) for c in (*colors.values(), "tab:red")]
     # above the bars, in one row: inside the axes it would hide them
     ax.legend(handles, [*colors, "transfer"], loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(handles),
@@ -87,12 +87,18 @@ def memory_figure(data: dict[str, Any]) -> Any:
     memories = data["memories"]
     fig = _figure(14, 2.2 * len(memories) + 1.25)
     axes = fig.subplots(len(memories), 1, squeeze=False)
-    for ax, (name, capacity, points, axis) in zip(axes[:, 0], memories, strict=True):
+    panel_spans = data.get("panel_spans") or [data["phase_spans"]] * len(memories)
+    legend_phases = list(dict.fromkeys(phase for spans in panel_spans for phase in spans))
+    for ax, (name, capacity, points, axis), spans in zip(axes[:, 0], memories, panel_spans, strict=True):
         unit = axis["unit_bytes"]
         xs = [0.0] + [p[0] for p in points]
         ys = [0] + [p[1] for p in points]
+        end = max([last for _, last in spans.values()], default=0.0)
+        if end > xs[-1]:  # the level holds to the end of the step
+            xs.append(end)
+            ys.append(ys[-1])
         ax.step(xs, [y / unit for y in ys], where="post", color="black", linewidth=1)
-        for phase, (first, last) in data["phase_spans"].items():
+        for phase, (first, last) in spans.items():
             ax.axvspan(first, last, color=colors.get(phase, "grey"), alpha=0.15, label=phase)
         if axis["capacity_shown"]:
             ax.axhline(capacity / unit, color="tab:red", linestyle="--", linewidth=0.8, label="capacity")
@@ -104,11 +110,11 @@ def memory_figure(data: dict[str, Any]) -> Any:
         from matplotlib.lines import Line2D
         from matplotlib.patches import Patch
 
-        handles = [Patch(color=colors.get(phase, "grey"), alpha=0.15) for phase in data["phase_spans"]]
+        handles = [Patch(color=colors.get(phase, "grey"), alpha=0.15) for phase in legend_phases]
         handles.append(Line2D([], [], color="tab:red", linestyle="--", linewidth=0.8))
-        fig.legend(handles, [*data["phase_spans"], "capacity"], loc="upper right", ncol=len(handles), fontsize=8,
+        fig.legend(handles, [*legend_phases, "capacity"], loc="upper right", ncol=len(handles), fontsize=8,
                    frameon=False)
-        axes[-1, 0].set_xlabel("cycles")
+        axes[-1, 0].set_xlabel(data.get("memory_xlabel", "cycles"))
     _margins(fig, 6, top_lines=2, hspace_in=0.9 / 2.2)
     return fig
 
@@ -116,13 +122,16 @@ def memory_figure(data: dict[str, Any]) -> Any:
 def energy_figure(data: dict[str, Any]) -> Any:
     by_phase = data["energy_by_phase"]
     total = data["energy_pj"]
-    fig = _figure(9, 4.85)
+    legend_in = 2.7  # the legend's column, right of the bars
+    fig = _figure(9 + legend_in, 4.5)
     ax = fig.add_subplot()
     names = list(by_phase)
     base = [0.0] * len(names)
     for part, color in zip(ENERGY_PARTS, ENERGY_COLORS, strict=True):
+        if part not in data["energy"]:
+            continue
         values = [by_phase[name].get(part, 0.0) / 1e9 for name in names]
-        label = f"{part} {data['energy'].get(part, 0.0) / 1e9:.4g} mJ"
+        label = f"{part} {sum(values):.4g} mJ"
         ax.bar(names, values, width=0.7, bottom=base, color=color, label=label)
         base = [b + v for b, v in zip(base, values, strict=True)]
     for i, height in enumerate(base):
@@ -130,10 +139,12 @@ def energy_figure(data: dict[str, Any]) -> Any:
         ax.text(i, height, f"{height:.4g} mJ ({share:.0f} %)", ha="center", va="bottom", fontsize=8)
     ax.set_ylim(0, max(base, default=1.0) * 1.12 or 1.0)
     ax.set_ylabel("mJ")
-    ax.set_title(f"energy per training step: {total / 1e9:.4g} mJ, by phase", pad=22)
-    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(ENERGY_PARTS), fontsize=8, frameon=False,
-              borderaxespad=0.2)
-    _margins(fig, 5, top_lines=2)
+    note = f", {data['energy_note']}" if data.get("energy_note") else ""
+    ax.set_title(f"energy per training step: {total / 1e9:.4g} mJ{note}, by phase")
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    _margins(fig, 5)
+    fig.subplots_adjust(right=1 - (legend_in + 0.2) / (9 + legend_in))
     return fig
 
 

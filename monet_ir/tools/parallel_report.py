@@ -2,8 +2,10 @@
 
 The pipeline of `monet_ir.pipeline` (import, `autodiff`, `insert-optimizer`, optional
 `activation-checkpoint`, `parallelize` with the plan, the user's `-p` passes), then
-`monet_ir.parallel.step.run_step` on the system; writes `report.json`,
-`report.txt` and `trace.json` (one process per chip, one track per link) to DIR.
+`monet_ir.parallel.step.run_step` on the system; writes `report.json`, `report.txt`, `trace.json`
+(one process per chip, one track per link) and the plots (`gantt.svg`: a lane per chip and per
+link; `memory.svg`: a panel per stage; `energy.svg`: per phase, summed over the chips; PNGs with
+`--plot-format png`) to DIR.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def make_parallel_report(args: Any, progress: Any) -> tuple[dict[str, Any], Any]
 
 
 def run_parallel_report(args: Any, progress: Any) -> None:
-    from monet_ir.emit.parallel_report import parallel_text, parallel_trace
+    from monet_ir.emit.parallel_report import parallel_plot_data, parallel_text, parallel_trace
 
     out = Path(args.out)
     try:
@@ -103,3 +105,22 @@ def run_parallel_report(args: Any, progress: Any) -> None:
     (out / "trace.json").write_text(json.dumps(parallel_trace(result)))
     progress.step(f"wrote {out}/report.json, report.txt, trace.json")
     sys.stdout.write(summary)
+    sys.stdout.flush()
+    if getattr(args, "no_plots", False):
+        return
+    data = parallel_plot_data(result, report)
+    if getattr(args, "plot_format", "svg") == "png":
+        from monet_ir.emit.step_report import PlotWorker
+
+        worker = PlotWorker(out)
+        try:
+            worker.draw(data)
+            worker.wait()
+        finally:
+            worker.cancel()
+        progress.step(f"wrote {out}/gantt.png, memory.png, energy.png")
+    else:
+        from monet_ir.emit.plots import write_plots
+
+        write_plots(data, out)
+        progress.step(f"wrote {out}/gantt.svg, memory.svg, energy.svg")

@@ -241,8 +241,9 @@ def test_png_memory_panels_and_legends_hide_nothing(tmp_path):
     for figure in (plots_png.gantt_figure(data), plots_png.energy_figure(data)):
         figure.canvas.draw()
         ax = figure.axes[0]
-        legend = ax.get_legend().get_window_extent()
-        assert legend.y0 >= ax.get_window_extent().y1 - 1
+        legend, area = ax.get_legend().get_window_extent(), ax.get_window_extent()
+        assert legend.y0 >= area.y1 - 1 or legend.x0 >= area.x1 - 1
+        assert 0 <= legend.x0 and legend.x1 <= figure.bbox.x1 and legend.y1 <= figure.bbox.y1
 
 
 def test_svg_gantt_legend_sits_above_the_bars_and_energy_is_split_by_phase(tmp_path):
