@@ -1,10 +1,16 @@
-"""What MONET read from a target: `monet targets NAME|FILE...` prints it, so that a user can
-check a Stream or ZigZag file against what its authors document (PE counts, memory sizes,
-bandwidths, which cores were kept, merged or left out)."""
+"""What MONET read from a target or a multi-chip system: `monet targets NAME|FILE...` prints it, so
+that a user can check a Stream or ZigZag file against what its authors document (PE counts,
+memory sizes, bandwidths, which cores were kept, merged or left out), or a system file against
+what they meant (chips, topology, links and their figures)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .model import Target
+
+if TYPE_CHECKING:
+    from .system import System
 
 
 def _size(bits: float) -> str:
@@ -48,4 +54,25 @@ def describe_target(target: Target) -> str:
         lines.append(f"  shared top memory: cores {', '.join(map(str, group))}")
     if target.storage is not None:
         lines.append(f"  storage {target.storage.name}: {target.storage.kind}, {_size(target.storage.capacity_bytes * 8)}")
+    return "\n".join(lines)
+
+
+def describe_system(system: System) -> str:
+    """The system's chips and network (topology, nodes, links grouped by their figures), then its
+    chip as `describe_target` gives it."""
+    net = system.network
+    lines = [f"{system.name}  ({system.source or 'built-in'})",
+             f"  {system.chips} x {system.chip.name}, {net.topology} network"
+             + (f", nodes of {net.node_chips} chips" if net.node_chips else "")
+             + (f", {net.torus[0]} x {net.torus[1]} torus" if net.torus != (0, 0) else "")]
+    groups: dict[tuple[float, float, float], list[str]] = {}
+    for link in net.links:
+        key = (link.bandwidth_bytes_per_s, link.latency_s, link.energy_pj_per_bit)
+        groups.setdefault(key, []).append(link.name)
+    for (bandwidth, latency, energy), names in groups.items():
+        shown = ", ".join(names[:4]) + (f", ... ({len(names)} links)" if len(names) > 4 else "")
+        lines.append(f"  links {shown}: {bandwidth / 1e9:g} GB/s each way, {latency * 1e6:g} us and "
+                     f"{energy:g} pJ/bit per link crossed")
+    lines.append("  chip:")
+    lines.extend("    " + line for line in describe_target(system.chip).splitlines())
     return "\n".join(lines)

@@ -85,6 +85,10 @@ def load_target_file(path: str, precision: str | None = None) -> Target:
     if not isinstance(data, dict):
         problems.add("<top>", f"expected a mapping at the top level, got {type(data).__name__}")
         problems.raise_if_any()
+    if "chip" in data and ("chips" in data or "network" in data):
+        problems.add("chip", "this is a multi-chip system file (a `chip` copied `chips` times on a `network`), "
+                     "not one chip: give it as --system FILE (with --parallel); `monet targets FILE` describes it")
+        problems.raise_if_any()
     if is_list_system(data):
         translated = translate_list_system(data, problems)
         problems.raise_if_any()
@@ -186,8 +190,33 @@ def get_target(name_or_path: str, precision: str | None = None) -> Target:
         return load_target_file(builtin, precision)
     if os.path.exists(name_or_path):
         return load_target_file(name_or_path, precision)
+    system_file = os.path.join(BUILTIN_DIR, "systems", f"{name_or_path}.yaml")
+    if os.path.isfile(system_file):
+        with open(system_file, encoding="utf-8") as handle:
+            chip = next((line.split(":", 1)[1].split("#")[0].strip() for line in handle if line.startswith("chip:")), "")
+        raise TargetError(f"{name_or_path}: <name>: a built-in multi-chip system, not one chip: give it as "
+                          f"--system {name_or_path} (with --parallel), or its chip as --target {chip}")
     known = ", ".join(list_builtin_targets())
-    raise TargetError(f"{name_or_path}: <name>: no such file and no built-in target of that name (built-in: {known})")
+    raise TargetError(f"{name_or_path}: <name>: no such file and no built-in target of that name"
+                      f"{did_you_mean(name_or_path, list_builtin_targets() + builtin_system_names())} (built-in: {known})")
+
+
+def builtin_system_names() -> list[str]:
+    """The built-in multi-chip systems' names (`targets/builtin/systems`), without loading them."""
+    folder = os.path.join(BUILTIN_DIR, "systems")
+    if not os.path.isdir(folder):
+        return []
+    return sorted(name[: -len(".yaml")] for name in os.listdir(folder) if name.endswith(".yaml"))
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    """`; did you mean 'x'?` for the closest of `choices` (difflib), or nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if not close and isinstance(word, str):
+        close = [c for c in choices if c.lower() == word.lower()]
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def resolve_target(name: str, requested: str | None):

@@ -217,8 +217,16 @@ def get_system(name_or_path: str, precision: str | None = None) -> System:
         return load_system_file(builtin, precision)
     if isinstance(name_or_path, str) and os.path.isfile(name_or_path):
         return load_system_file(name_or_path, precision)
+    from .loader import builtin_target_path, did_you_mean, list_builtin_targets
+
+    if isinstance(name_or_path, str) and builtin_target_path(name_or_path) is not None:
+        raise TargetError(f"{name_or_path}: <name>: a built-in chip target, not a multi-chip system: give it as "
+                          f"--target {name_or_path}, or a system of such chips (built-in systems: "
+                          f"{', '.join(list_builtin_systems())})")
     known = ", ".join(list_builtin_systems())
-    raise TargetError(f"{name_or_path}: <name>: no such file and no built-in system of that name (built-in: {known})")
+    hint = did_you_mean(name_or_path, list_builtin_systems() + list_builtin_targets())
+    raise TargetError(f"{name_or_path}: <name>: no such file and no built-in system of that name{hint} "
+                      f"(built-in: {known})")
 
 
 NETWORK_KEYS = ("topology", "bandwidth_GBps", "latency_us", "energy_pj_per_bit", "torus", "node_chips", "inter_node")

@@ -300,9 +300,17 @@ def run_targets(names: Sequence[str] = ()) -> None:
 
     if names:
         from targets import get_target
-        from targets.describe import describe_target
+        from targets.describe import describe_system, describe_target
+        from targets.system import is_system_file
 
-        print("\n\n".join(describe_target(get_target(name)) for name in names))
+        systems = set(list_builtin_systems())
+
+        def describe(name: str) -> str:
+            if name in systems or (os.path.isfile(name) and is_system_file(name)):
+                return describe_system(get_system(name))
+            return describe_target(get_target(name))
+
+        print("\n\n".join(describe(name) for name in names))
         return
 
     for name in list_builtin_targets():
