@@ -207,9 +207,14 @@ def run_energy_explore(args: argparse.Namespace) -> None:
         if "paging" in args.search:
             raise UsageError(f"--search paging: target '{evaluator.target.name}' has no storage level to page to")
         page = False
-    text = energy.run(evaluator, out, memory_budget, time_budget, recompute=recompute, page=page, exact=args.exact,
-                      population=args.population, generations=args.generations, seed=args.seed,
-                      report_args=config.report_args(), progress=_say)
+    try:
+        text = energy.run(evaluator, out, memory_budget, time_budget, recompute=recompute, page=page,
+                          exact=args.exact, population=args.population, generations=args.generations, seed=args.seed,
+                          report_args=config.report_args(), progress=_say)
+    except energy.NoPlanFound as e:
+        sys.stdout.write(e.summary)
+        sys.stdout.flush()
+        raise
     sys.stdout.write(text)
 
 

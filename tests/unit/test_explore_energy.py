@@ -86,3 +86,62 @@ def test_usage_errors(tmp_path, args, message):
     assert run.returncode == 1
     lines = [line for line in run.stderr.splitlines() if not line.startswith("[")]
     assert len(lines) == 1 and message in lines[0], lines
+
+
+LENET = Path(__file__).resolve().parents[1] / "data" / "models" / "lenet5_b4.onnx"
+
+
+def test_the_chosen_plan_meets_the_budgets_when_scheduled(tmp_path):
+    """Issue 31: LeNet-5 b4 on cortex_m_mcu at 200 kB, no --exact, chose a plan whose schedule
+    peaked at 209,100 B and exited 0. The cheapest plans the model puts within 200 kB miss it
+    when scheduled; the run now measures them in order and chooses one that meets it."""
+    out = tmp_path / "explore"
+    run = monet("explore", str(LENET), "--target", "cortex_m_mcu", "--objective", "energy", "--memory-budget", "200kB",
+                "--population", "16", "--generations", "8", "--out", str(out))
+    assert run.returncode == 0, run.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["measured"]["peak_bytes"] <= 200_000
+    assert "missed a budget the model met; this is the cheapest that meets them when scheduled" in run.stdout
+    again = monet("report", str(LENET), "--target", "cortex_m_mcu", "--checkpoint", f"plan={out / 'plan.json'}",
+                  "--out", str(tmp_path / "report"), "--no-plots")
+    assert again.returncode == 0, again.stderr
+    assert json.loads((tmp_path / "report" / "report.json").read_text())["memory"]["peak_bytes"]["sram"] <= 200_000
+
+
+def test_no_plan_is_written_when_no_schedule_meets_the_budgets(tmp_path, monkeypatch, capsys):
+    """Every schedule over budget (the scheduler made to report 10 % more than the budget): the
+    model's budgets are tightened TIGHTEN_ROUNDS times, then the run says no plan was found,
+    writes no plan.json and exits 1."""
+    from monet_ir.tools.monet import main
+
+    real = poet.measure
+    calls = []
+
+    def over_budget(*args, **kwargs):
+        figures = dict(real(*args, **kwargs))
+        figures["peak_bytes"] = max(figures["peak_bytes"], 220_000)
+        calls.append(figures)
+        return figures
+
+    monkeypatch.setattr(poet, "measure", over_budget)
+    out = tmp_path / "explore"
+    with pytest.raises(SystemExit) as code:
+        main(["explore", str(LENET), "--target", "cortex_m_mcu", "--objective", "energy", "--memory-budget", "200kB",
+              "--population", "8", "--generations", "2", "--out", str(out)])
+    assert code.value.code == 1
+    captured = capsys.readouterr()
+    assert "chosen: none: " in captured.out
+    error = [line for line in captured.err.splitlines() if line.startswith("monet: error:")]
+    assert len(error) == 1 and "no plan meets the budgets: " in error[0] and "closest peaks at 220,000 bytes" in error[0]
+    assert "try a larger --memory-budget" in error[0]
+    assert not (out / "plan.json").exists() and (out / "front.json").exists()
+    assert 1 < len(calls) <= (energy.TIGHTEN_ROUNDS + 1) * energy.MEASURED_PER_ROUND + 1  # (+ the model's store-all)
+
+
+def test_a_budget_no_plan_meets_even_on_the_model_exits_1(tmp_path):
+    out = tmp_path / "explore"
+    run = monet("explore", str(LENET), "--target", "cortex_m_mcu", "--objective", "energy", "--memory-budget", "5kB",
+                "--population", "8", "--generations", "2", "--out", str(out))
+    assert run.returncode == 1
+    assert "chosen: none: none of the plans the search found meets them even on the model" in run.stdout
+    assert not (out / "plan.json").exists()
