@@ -117,6 +117,8 @@ def _mb(n: float) -> str:
 
 
 def parallel_text(report: dict[str, Any]) -> str:
+    from monet_ir.emit.plots import significant as sig
+
     plan = report["plan"]
     lines = [f"MONET multi-chip training-step report: {report.get('model', '')} on {report['system']} "
              f"({report['chips']} x {report['chip']}, {report['network']})"]
@@ -127,11 +129,11 @@ def parallel_text(report: dict[str, Any]) -> str:
         lines.append(f"  precision  {report['precision']} ({report.get('precision_source', '')})")
     lat = report["latency_s"]
     chips = report["chips"]
-    lines.append(f"  latency    {lat * 1e3:.4g} ms per step of the whole system "
-                 f"({report['chip_latency_cycles'] / report['frequency_hz'] * 1e3:.4g} ms if communication took no time)")
+    lines.append(f"  latency    {sig(lat * 1e3)} ms per step of the whole system "
+                 f"({sig(report['chip_latency_cycles'] / report['frequency_hz'] * 1e3)} ms if communication took no time)")
     c = report["communication"]
     if c["collectives"]:
-        lines.append(f"  network    {c['collectives']} collectives per chip's step, {_mb(c['bytes_per_chip'])} reduced or "
+        lines.append(f"  network    {c['collectives']} collective{'s' if c['collectives'] != 1 else ''} per chip's step, {_mb(c['bytes_per_chip'])} reduced or "
                      f"gathered by each chip, {_mb(c['network_bytes'] - c.get('pipeline_bytes', 0))} sent by all "
                      f"{chips} chips together")
     else:
@@ -140,18 +142,18 @@ def parallel_text(report: dict[str, Any]) -> str:
         lines.append(f"  pipeline   {_mb(c['pipeline_bytes'])} of activations and gradients sent between stages "
                      f"per step, all micro-batches and replicas together")
     share = c["time_s"] / lat * 100 if lat else 0.0
-    lines.append(f"  comm time  {c['time_s'] * 1e3:.4g} ms ({share:.0f} % of the step): exposed {c['exposed_s'] * 1e3:.4g} ms, "
-                 f"overlapped {c['overlapped_s'] * 1e3:.4g} ms")
+    lines.append(f"  comm time  {sig(c['time_s'] * 1e3)} ms ({share:.0f} % of the step): exposed {sig(c['exposed_s'] * 1e3)} ms, "
+                 f"overlapped {sig(c['overlapped_s'] * 1e3)} ms")
     for kind, g in c.get("by_group", {}).items():
-        lines.append(f"    {kind:<9}{g['collectives']:>5} collectives, {_mb(g['bytes_per_chip'])} per chip, "
-                     f"{g['time_s'] * 1e3:.4g} ms in flight, {g.get('exposed_s', 0.0) * 1e3:.4g} ms exposed")
+        lines.append(f"    {kind:<9}{g['collectives']:>5} collective{'s' if g['collectives'] != 1 else ' '}, {_mb(g['bytes_per_chip'])} per chip, "
+                     f"{sig(g['time_s'] * 1e3)} ms in flight, {sig(g.get('exposed_s', 0.0) * 1e3)} ms exposed")
     lines.append(f"  bubble     {report['bubble_fraction'] * 100:.1f} %")
     per_chip = report.get("energy_per_chip_pj")
-    lines.append(f"  energy     {report['energy_pj'] / 1e9:.4g} mJ per step, summed over all {chips} chips and the network"
-                 + (f" ({per_chip / 1e9:.4g} mJ per chip on average)" if per_chip is not None else ""))
+    lines.append(f"  energy     {sig(report['energy_pj'] / 1e9)} mJ per step, summed over all {chips} chips and the network"
+                 + (f" ({sig(per_chip / 1e9)} mJ per chip on average)" if per_chip is not None else ""))
     for key, value in report["energy_breakdown_pj"].items():
         pct = value / report["energy_pj"] * 100 if report["energy_pj"] else 0.0
-        lines.append(f"    {key:<15}{value / 1e9:>12.4g} mJ {pct:6.1f} %")
+        lines.append(f"    {key:<15}{sig(value / 1e9):>12} mJ {pct:6.1f} %")
     m = report["memory_per_device"]
     lines.append("")
     stages = report.get("memory_per_stage", [])

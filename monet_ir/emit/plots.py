@@ -126,6 +126,21 @@ def _padded(lo: float, hi: float, margin: float = 0.05) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
+def significant(value: float, digits: int = 4) -> str:
+    """`value` to `digits` significant digits in plain decimals, as `{:.4g}` writes it below 10^4
+    (trailing zeros dropped) but never in e-notation above: `24,403` rather than `2.44e+04`, with
+    thousands separated; below 10^-6 e-notation stays (such a figure is noise at this precision)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    magnitude = math.floor(math.log10(abs(value)))
+    if magnitude >= digits - 1:
+        return f"{value:,.0f}"
+    if magnitude < -6:
+        return f"{value:.{digits - 1}e}"
+    text = f"{value:.{digits - 1 - magnitude}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 SIZE_UNITS = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
 # a memory panel shows its capacity when it is at most this many times the peak (else the peak
 # would be a sliver at the bottom of the panel)
@@ -425,13 +440,14 @@ def energy(data: dict[str, Any], path: Path) -> Path:
                 svg.rect(x0, ax.y(base + value), x1 - x0, ax.y(base) - ax.y(base + value), colors[part])
             base += value
         share = 100 * sum(row.values()) / total if total else 0.0
-        svg.text(ax.x(i), ax.y(base) - 4, f"{base:.4g} mJ ({share:.0f} %)", size=10)
+        svg.text(ax.x(i), ax.y(base) - 4, f"{significant(base)} mJ ({share:.0f} %)", size=10)
         svg.line(ax.x(i), ax.top + ax.height, ax.x(i), ax.top + ax.height + 4, width=0.8)
         svg.text(ax.x(i), ax.top + ax.height + 16, phase)
     note = f", {data['energy_note']}" if data.get("energy_note") else ""
-    ax.frame(title=f"energy per training step: {total / 1e9:.4g} mJ{note}, by phase", ylabel="mJ", xticks=False)
+    ax.frame(title=f"energy per training step: {significant(total / 1e9)} mJ{note}, by phase", ylabel="mJ",
+             xticks=False)
     parts = {part: sum(row.get(part, 0.0) for row in by_phase.values()) for part in ENERGY_PARTS}
-    ax.legend([(f"{part} {parts[part] / 1e9:.4g} mJ", colors[part], "patch") for part in reversed(ENERGY_PARTS)
+    ax.legend([(f"{part} {significant(parts[part] / 1e9)} mJ", colors[part], "patch") for part in reversed(ENERGY_PARTS)
                if part in data["energy"]], column_x=ax.left + ax.width + 10)
     return svg.write(path)
 

@@ -131,21 +131,37 @@ def energy_figure(data: dict[str, Any]) -> Any:
         if part not in data["energy"]:
             continue
         values = [by_phase[name].get(part, 0.0) / 1e9 for name in names]
-        label = f"{part} {sum(values):.4g} mJ"
+        label = f"{part} {_significant(sum(values))} mJ"
         ax.bar(names, values, width=0.7, bottom=base, color=color, label=label)
         base = [b + v for b, v in zip(base, values, strict=True)]
     for i, height in enumerate(base):
         share = 100 * height * 1e9 / total if total else 0.0
-        ax.text(i, height, f"{height:.4g} mJ ({share:.0f} %)", ha="center", va="bottom", fontsize=8)
+        ax.text(i, height, f"{_significant(height)} mJ ({share:.0f} %)", ha="center", va="bottom", fontsize=8)
     ax.set_ylim(0, max(base, default=1.0) * 1.12 or 1.0)
     ax.set_ylabel("mJ")
     note = f", {data['energy_note']}" if data.get("energy_note") else ""
-    ax.set_title(f"energy per training step: {total / 1e9:.4g} mJ{note}, by phase")
+    ax.set_title(f"energy per training step: {_significant(total / 1e9)} mJ{note}, by phase")
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     _margins(fig, 5)
     fig.subplots_adjust(right=1 - (legend_in + 0.2) / (9 + legend_in))
     return fig
+
+
+def _significant(value: float) -> str:
+    """As `monet_ir.emit.plots.significant` (this module imports nothing of MONET): four
+    significant digits, no e-notation above 10^4."""
+    import math
+
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    magnitude = math.floor(math.log10(abs(value)))
+    if magnitude >= 3:
+        return f"{value:,.0f}"
+    if magnitude < -6:
+        return f"{value:.3e}"
+    text = f"{value:.{3 - magnitude}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _save(fig: Any, path: Path) -> Path:

@@ -140,7 +140,22 @@ def critical_path_cycles(s: Schedule) -> float:
 # ---------------------------------------------------------------------- text
 
 
+def table(rows: list[list[str]], widths: list[int], left: int = 1, indent: str = "  ") -> list[str]:
+    """Lines of a table: the first `left` columns left-aligned, the others right-aligned, each at
+    least its width in `widths` and wider where a cell needs it (with a space or two to spare), so
+    that no two columns run together (a 1,250,000,000,000,000-byte DRAM on fusemax.yaml)."""
+    sizes = []
+    for i, width in enumerate(widths):
+        longest = max((len(row[i]) for row in rows), default=0)
+        sizes.append(max(width, longest + (1 if i < left else 2)))
+    return [indent + "".join(cell.ljust(size) if i < left else cell.rjust(size)
+                             for i, (cell, size) in enumerate(zip(row, sizes, strict=True))).rstrip()
+            for row in rows]
+
+
 def text_summary(report: dict[str, Any]) -> str:
+    from monet_ir.emit.plots import significant as sig
+
     lines = []
     model = report.get("model", "")
     kind = "inference" if report.get("pipeline") == "inference" else "training-step"
@@ -148,22 +163,28 @@ def text_summary(report: dict[str, Any]) -> str:
     if "precision" in report:
         source = f" ({report['precision_source']})" if report.get("precision_source") else ""
         lines.append(f"  precision  {report['precision']}{source}")
-    lines.append(f"  latency  {report['latency_cycles']:,} cycles = {report['latency_s'] * 1e3:.4g} ms"
+    lines.append(f"  latency  {report['latency_cycles']:,} cycles = {sig(report['latency_s'] * 1e3)} ms"
                  f" at {report['frequency_hz'] / 1e9:.3g} GHz")
-    lines.append(f"  energy   {report['energy_pj'] / 1e9:.4g} mJ")
+    lines.append(f"  energy   {sig(report['energy_pj'] / 1e9)} mJ")
+    breakdown = []
     for key, value in report["energy_breakdown_pj"].items():
         share = value / report["energy_pj"] * 100 if report["energy_pj"] else 0.0
-        lines.append(f"    {key:<15}{value / 1e9:>12.4g} mJ {share:6.1f} %")
+        breakdown.append([key, f"{sig(value / 1e9)} mJ", f"{share:.1f} %"])
+    lines += table(breakdown, [15, 15, 9], indent="    ")
     lines.append("")
-    lines.append(f"  {'phase':<11}{'ops':>7}{'latency (cycles)':>19}{'energy (mJ)':>14}")
+    phases = [["phase", "ops", "latency (cycles)", "energy (mJ)"]]
     for phase, row in report["phases"].items():
         if row["ops"]:
-            lines.append(f"  {phase:<11}{row['ops']:>7}{row['latency_cycles']:>19,}{row['energy_pj'] / 1e9:>14.4g}")
+            phases.append([phase, str(row["ops"]), f"{row['latency_cycles']:,}", sig(row["energy_pj"] / 1e9)])
     rest = report["energy_pj"] - sum(row["energy_pj"] for row in report["phases"].values())
-    if report["energy_pj"] and abs(rest) > 1e-9 * report["energy_pj"]:
+    moved = report["energy_pj"] and abs(rest) > 1e-9 * report["energy_pj"]
+    if moved:
         count = sum(int(t["count"]) for t in report.get("transfers", {}).values())
-        lines.append(f"  {'transfers':<11}{count:>7}{'':>19}{rest / 1e9:>14.4g}"
-                     "   (scheduler's loads, stores and copies; in no phase)")
+        phases.append(["transfers", str(count), "", sig(rest / 1e9)])
+    phase_lines = table(phases, [11, 7, 19, 14])
+    if moved:
+        phase_lines[-1] += "   (scheduler's loads, stores and copies; in no phase)"
+    lines += phase_lines
     if report.get("optimizer_step"):
         lines.append(f"  optimizer  {report['optimizer_step']}")
     lines.append("")
@@ -173,28 +194,30 @@ def text_summary(report: dict[str, Any]) -> str:
                      f"{report['average_parallelism']:.2f} ops at a time on average: cores beyond that")
         lines.append("  are idle for want of independent work; the rest of the latency waits on transfers and busy cores")
         lines.append("")
-    lines.append(f"  {'core':<8}{'name':<14}{'kind':<11}{'ops':>6}{'busy (cycles)':>16}{'util':>8}")
+    cores = [["core", "name", "kind", "ops", "busy (cycles)", "util"]]
     for core, row in report["cores"].items():
-        lines.append(f"  {core:<8}{row['name']:<14}{row['kind']:<11}{row['ops']:>6}{row['busy_cycles']:>16,}"
-                     f"{row['utilization'] * 100:>7.1f}%")
+        cores.append([core, row["name"], row["kind"], str(row["ops"]), f"{row['busy_cycles']:,}",
+                      f"{row['utilization'] * 100:.1f}%"])
+    lines += table(cores, [8, 14, 11, 6, 16, 8], left=3)
     lines.append("")
     paging = report.get("paging") or {}
     if paging.get("paged_bytes"):
         lines.append(f"  paging   {paging['paged_bytes']:,} bytes out to {paging['storage']} and back "
                      f"({paging['page_outs']} page-outs, {paging['page_ins']} page-ins), "
-                     f"{paging['energy_pj'] / 1e9:.4g} mJ")
+                     f"{sig(paging['energy_pj'] / 1e9)} mJ")
         lines.append("")
-    lines.append(f"  {'memory':<28}{'peak':>16}{'capacity':>18}")
+    memories = [["memory", "peak", "capacity"]]
     for name, peak in report["memory"]["peak_bytes"].items():
         cap = report["memory"]["capacity_bytes"][name]
-        cap_text = "-" if cap == float("inf") else f"{int(cap):,}"
-        lines.append(f"  {name:<28}{peak:>16,}{cap_text:>18}")
+        memories.append([name, f"{peak:,}", "-" if cap == float("inf") else f"{int(cap):,}"])
+    lines += table(memories, [28, 16, 18])
     if "flops" in report:
         lines.append("")
-        lines.append(f"  {'FLOPs':<11}{'matmul/conv':>18}{'other':>16}")
+        flops = [["FLOPs", "matmul/conv", "other"]]
         for phase, row in report["flops"].items():
             if row["matmul_conv"] or row["other"]:
-                lines.append(f"  {phase:<11}{row['matmul_conv']:>18,}{row['other']:>16,}")
+                flops.append([phase, f"{row['matmul_conv']:,}", f"{row['other']:,}"])
+        lines += table(flops, [11, 18, 16])
     top = sorted(report["layers"], key=lambda r: -r["latency_cycles"])[:8]
     if top:
         lines.append("")
