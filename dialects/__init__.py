@@ -10,7 +10,7 @@
 
 from collections.abc import Callable
 
-from xdsl.ir import Dialect
+from xdsl.ir import Dialect, Operation
 
 
 def _nn() -> Dialect:
@@ -52,3 +52,22 @@ def _mx() -> Dialect:
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     """Our dialects by name, each behind a factory so that loading one is paid only when used."""
     return {"nn": _nn, "grad": _grad, "train": _train, "hw": _hw, "collective": _collective, "mx": _mx}
+
+
+def op_class(name: str) -> type[Operation] | None:
+    """The class of the op named `name` (`nn.conv`) among the op classes loaded (MONET's dialect
+    of that prefix is loaded first; a plugin's ops are loaded with the plugin), or None."""
+    from xdsl.irdl import IRDLOperation
+
+    factory = get_all_dialects().get(name.partition(".")[0])
+    if factory is not None:
+        found = next((op for op in factory().operations if op.name == name), None)
+        if found is not None:
+            return found
+    pending = list(IRDLOperation.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        if getattr(cls, "name", None) == name:
+            return cls
+        pending += cls.__subclasses__()
+    return None

@@ -44,6 +44,7 @@ from xdsl.irdl import (
 from xdsl.traits import MemoryWriteEffect
 
 from dialects.base import MonetOp, elem_of, expect, int_of, irdl_op_definition, num_elements, shape_of, str_of
+from dialects.interfaces import CollectiveWork
 
 ALGORITHMS = ("ring", "tree", "hierarchical", "direct")
 
@@ -69,6 +70,9 @@ class CollectiveOp(MonetOp):
 
     DEFAULT_PHASE: ClassVar[str] = "backward"
     DEFAULT_ALGORITHM: ClassVar[str] = "ring"
+    NETWORK: ClassVar[str] = ""
+    """How the op uses the network: `collective` (all chips of its group), `point-to-point`
+    (send, receive), or "" (a local shard)."""
     group = prop_def(StringAttr)
     size = prop_def(IntegerAttr)
     algorithm = opt_prop_def(StringAttr)
@@ -106,9 +110,10 @@ class AllReduceOp(CollectiveOp):
     """
 
     name = "collective.all_reduce"
+    NETWORK: ClassVar[str] = "collective"
     inputs = var_operand_def(TensorType)
     outputs = var_result_def(TensorType)
-    traits = traits_def(MemoryWriteEffect())
+    traits = traits_def(MemoryWriteEffect(), CollectiveWork(kind="elementwise", reduces=True))
     assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($outputs)"
 
     def __init__(self, inputs, group: str, size: int, algorithm: str | None = None):
@@ -129,9 +134,10 @@ class ReduceScatterOp(CollectiveOp):
     """
 
     name = "collective.reduce_scatter"
+    NETWORK: ClassVar[str] = "collective"
     inputs = var_operand_def(TensorType)
     outputs = var_result_def(TensorType)
-    traits = traits_def(MemoryWriteEffect())
+    traits = traits_def(MemoryWriteEffect(), CollectiveWork(kind="elementwise", reduces=True))
     assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($outputs)"
 
     def __init__(self, inputs, group: str, size: int, algorithm: str | None = None):
@@ -158,10 +164,11 @@ class AllGatherOp(CollectiveOp):
     """
 
     name = "collective.all_gather"
+    NETWORK: ClassVar[str] = "collective"
     inputs = var_operand_def(TensorType)
     outputs = var_result_def(TensorType)
     axis = opt_prop_def(IntegerAttr)
-    traits = traits_def(MemoryWriteEffect())
+    traits = traits_def(MemoryWriteEffect(), CollectiveWork())
     assembly_format = "$inputs attr-dict `:` type($inputs) `->` type($outputs)"
 
     def __init__(self, inputs, result_types, group: str, size: int, algorithm: str | None = None,
@@ -206,6 +213,8 @@ class ShardOp(CollectiveOp):
     """
 
     name = "collective.shard"
+    NETWORK: ClassVar[str] = ""
+    traits = traits_def(CollectiveWork())
     DEFAULT_PHASE: ClassVar[str] = "optimizer"
     input = operand_def(TensorType)
     output = result_def(TensorType)
@@ -235,10 +244,11 @@ class SendOp(CollectiveOp):
     """
 
     name = "collective.send"
+    NETWORK: ClassVar[str] = "point-to-point"
     DEFAULT_ALGORITHM: ClassVar[str] = "direct"
     input = operand_def(TensorType)
     peer = prop_def(IntegerAttr)
-    traits = traits_def(MemoryWriteEffect())
+    traits = traits_def(MemoryWriteEffect(), CollectiveWork())
     assembly_format = "$input attr-dict `:` type($input)"
 
     def verify_collective(self) -> None:
@@ -254,10 +264,11 @@ class RecvOp(CollectiveOp):
     """
 
     name = "collective.recv"
+    NETWORK: ClassVar[str] = "point-to-point"
     DEFAULT_ALGORITHM: ClassVar[str] = "direct"
     output = result_def(TensorType)
     peer = prop_def(IntegerAttr)
-    traits = traits_def(MemoryWriteEffect())
+    traits = traits_def(MemoryWriteEffect(), CollectiveWork())
     assembly_format = "attr-dict `:` type($output)"
 
     def verify_collective(self) -> None:

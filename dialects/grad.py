@@ -19,7 +19,7 @@ gradient of a transpose is a transpose) reuse `nn` ops tagged `phase = "backward
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, TensorType, i1
 from xdsl.ir import Dialect
@@ -54,6 +54,7 @@ from dialects.base import (
     shape_of,
     str_of,
 )
+from dialects.interfaces import LoopNestOp, LossWork, OnnxNames, PoolWork, ReductionWork, VectorWork, element_bits, matmul_loop_nest, matrix_axes
 from dialects.nn import ConvGeometry, operands_format
 from dialects.nn.data_movement import verify_resize_options
 
@@ -85,6 +86,7 @@ class ReluGradOp(ElementwiseGradOp):
     """dy * (x > 0). `%dx = grad.relu %dy, %x : tensor<8xf32>`"""
 
     name = "grad.relu"
+    traits = traits_def(VectorWork(1), OnnxNames("ReluGrad", "Relu"))
 
 
 @irdl_op_definition
@@ -92,6 +94,7 @@ class LeakyReluGradOp(ElementwiseGradOp):
     """dy * (x > 0 ? 1 : alpha). `%dx = grad.leaky_relu %dy, %x {alpha = 0.01 : f64} : tensor<8xf32>`"""
 
     name = "grad.leaky_relu"
+    traits = traits_def(VectorWork(2))
     alpha = opt_prop_def(FloatAttr)
 
 
@@ -100,6 +103,7 @@ class ClipGradOp(ElementwiseGradOp):
     """dy where min <= x <= max. `%dx = grad.clip %dy, %x {min = 0.0 : f64, max = 6.0 : f64} : tensor<8xf32>`"""
 
     name = "grad.clip"
+    traits = traits_def(VectorWork(2))
     min = opt_prop_def(FloatAttr)
     max = opt_prop_def(FloatAttr)
 
@@ -109,6 +113,7 @@ class SigmoidGradOp(ElementwiseGradOp):
     """dy * y * (1 - y), from the output y. `%dx = grad.sigmoid %dy, %y : tensor<8xf32>`"""
 
     name = "grad.sigmoid"
+    traits = traits_def(VectorWork(3))
     SAVED_IS: ClassVar[str] = "y"
 
 
@@ -117,6 +122,7 @@ class HardSigmoidGradOp(ElementwiseGradOp):
     """dy * alpha inside the linear region. `%dx = grad.hard_sigmoid %dy, %x {alpha = 0.2 : f64, beta = 0.5 : f64} : tensor<8xf32>`"""
 
     name = "grad.hard_sigmoid"
+    traits = traits_def(VectorWork(2))
     alpha = opt_prop_def(FloatAttr)
     beta = opt_prop_def(FloatAttr)
 
@@ -126,6 +132,7 @@ class HardSwishGradOp(ElementwiseGradOp):
     """`%dx = grad.hard_swish %dy, %x : tensor<8xf32>`"""
 
     name = "grad.hard_swish"
+    traits = traits_def(VectorWork(4))
 
 
 @irdl_op_definition
@@ -133,6 +140,7 @@ class TanhGradOp(ElementwiseGradOp):
     """dy * (1 - y^2), from the output y. `%dx = grad.tanh %dy, %y : tensor<8xf32>`"""
 
     name = "grad.tanh"
+    traits = traits_def(VectorWork(3), OnnxNames("TanhGrad", "Tanh"))
     SAVED_IS: ClassVar[str] = "y"
 
 
@@ -141,6 +149,7 @@ class ErfGradOp(ElementwiseGradOp):
     """dy * 2/sqrt(pi) * exp(-x^2). `%dx = grad.erf %dy, %x : tensor<8xf32>`"""
 
     name = "grad.erf"
+    traits = traits_def(VectorWork(6))
 
 
 @irdl_op_definition
@@ -149,6 +158,7 @@ class GeluGradOp(ElementwiseGradOp):
     `%dx = grad.gelu %dy, %x {approximate = "tanh"} : tensor<8xf32>`"""
 
     name = "grad.gelu"
+    traits = traits_def(VectorWork(12), OnnxNames("GeluGrad", "Gelu"))
     approximate = opt_prop_def(StringAttr)
 
 
@@ -157,6 +167,7 @@ class SqrtGradOp(ElementwiseGradOp):
     """dy / (2 y), from the output y. `%dx = grad.sqrt %dy, %y : tensor<8xf32>`"""
 
     name = "grad.sqrt"
+    traits = traits_def(VectorWork(2))
     SAVED_IS: ClassVar[str] = "y"
 
 
@@ -165,6 +176,7 @@ class ExpGradOp(ElementwiseGradOp):
     """dy * y, from the output y. `%dx = grad.exp %dy, %y : tensor<8xf32>`"""
 
     name = "grad.exp"
+    traits = traits_def(VectorWork(1))
     SAVED_IS: ClassVar[str] = "y"
 
 
@@ -173,6 +185,7 @@ class LogGradOp(ElementwiseGradOp):
     """dy / x. `%dx = grad.log %dy, %x : tensor<8xf32>`"""
 
     name = "grad.log"
+    traits = traits_def(VectorWork(1))
 
 
 @irdl_op_definition
@@ -180,6 +193,7 @@ class SoftmaxGradOp(ElementwiseGradOp):
     """y * (dy - sum(dy * y, axis)), from the output y. `%dx = grad.softmax %dy, %y {axis = -1 : i64} : tensor<2x8xf32>`"""
 
     name = "grad.softmax"
+    traits = traits_def(VectorWork(4, "softmax"), OnnxNames("SoftmaxGrad", "Softmax"))
     axis = prop_def(IntegerAttr)
     SAVED_IS: ClassVar[str] = "y"
 
@@ -189,6 +203,7 @@ class LogSoftmaxGradOp(ElementwiseGradOp):
     """dy - exp(y) * sum(dy, axis), from the output y. `%dx = grad.log_softmax %dy, %y {axis = 1 : i64} : tensor<4x10xf32>`"""
 
     name = "grad.log_softmax"
+    traits = traits_def(VectorWork(4, "softmax"))
     axis = prop_def(IntegerAttr)
     SAVED_IS: ClassVar[str] = "y"
 
@@ -198,6 +213,7 @@ class DropoutGradOp(ElementwiseGradOp):
     """dy * mask / (1 - ratio). `%dx = grad.dropout %dy, %mask {ratio = 0.1 : f64} : (tensor<8xf32>, tensor<8xi1>) -> tensor<8xf32>`"""
 
     name = "grad.dropout"
+    traits = traits_def(VectorWork(2))
     grad = operand_def(TensorType)
     saved = operand_def(TensorType)
     result = result_def(TensorType)
@@ -236,6 +252,7 @@ class DivRhsGradOp(BroadcastBinaryGradOp):
     """d(a / b)/db * dy = -dy * a / b^2. `%db = grad.div_rhs %dy, %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>`"""
 
     name = "grad.div_rhs"
+    traits = traits_def(VectorWork(3))
 
 
 @irdl_op_definition
@@ -243,6 +260,7 @@ class PowBaseGradOp(BroadcastBinaryGradOp):
     """dy * b * a^(b-1). `%da = grad.pow_base %dy, %a, %b : (tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> tensor<8xf32>`"""
 
     name = "grad.pow_base"
+    traits = traits_def(VectorWork(6))
 
 
 @irdl_op_definition
@@ -250,6 +268,7 @@ class PowExponentGradOp(BroadcastBinaryGradOp):
     """dy * a^b * log(a). `%db = grad.pow_exponent %dy, %a, %b : (tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> tensor<8xf32>`"""
 
     name = "grad.pow_exponent"
+    traits = traits_def(VectorWork(6))
 
 
 @irdl_op_definition
@@ -262,7 +281,7 @@ class UnbroadcastOp(GradOp):
     name = "grad.unbroadcast"
     grad = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), ReductionWork(1))
     assembly_format = operands_format("grad")
 
     def verify_semantics(self) -> None:
@@ -279,7 +298,7 @@ class UnbroadcastOp(GradOp):
 
 
 @irdl_op_definition
-class ConvInputGradOp(GradOp, ConvGeometry):
+class ConvInputGradOp(GradOp, ConvGeometry, LoopNestOp):
     """Gradient of a convolution w.r.t. its input: a transposed convolution of dy with w.
     The result type is the forward input's type.
 
@@ -290,8 +309,22 @@ class ConvInputGradOp(GradOp, ConvGeometry):
     grad = operand_def(TensorType)
     weight = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), OnnxNames("ConvTranspose", "ConvGrad", "Conv"))
     assembly_format = operands_format("grad", "weight")
+    NEST_ROLES: ClassVar[tuple[tuple[str, ...], str]] = (("O", "W"), "I")
+
+    def loop_nest(self) -> Any:
+        return self.conv_nest("conv_grad_input", shape_of(self.result.type), shape_of(self.weight.type), "I",
+                              self.nest_values())
+
+    def nest_values(self) -> tuple:
+        return self.weight, self.result, self.grad
+
+    def reduction_axes(self) -> list[tuple[int, int, int | None]]:
+        return [(0, 1, 0), (1, 0, 1)]  # dY along K (1), W along K (0)
+
+    def direct_macs(self) -> int:
+        return self.conv_macs(shape_of(self.result.type), shape_of(self.weight.type))
 
     def verify_semantics(self) -> None:
         x, w = shape_of(self.result.type), shape_of(self.weight.type)
@@ -302,7 +335,7 @@ class ConvInputGradOp(GradOp, ConvGeometry):
 
 
 @irdl_op_definition
-class ConvWeightGradOp(GradOp, ConvGeometry):
+class ConvWeightGradOp(GradOp, ConvGeometry, LoopNestOp):
     """Gradient of a convolution w.r.t. its weight: a correlation of the saved input x with dy,
     reduced over the batch and output positions. The result type is the weight's type.
 
@@ -313,8 +346,22 @@ class ConvWeightGradOp(GradOp, ConvGeometry):
     grad = operand_def(TensorType)
     input = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), OnnxNames("ConvGrad", "Conv"))
     assembly_format = operands_format("grad", "input")
+    NEST_ROLES: ClassVar[tuple[tuple[str, ...], str]] = (("O", "I"), "W")
+
+    def loop_nest(self) -> Any:
+        return self.conv_nest("conv_grad_weight", shape_of(self.input.type), shape_of(self.result.type), "W",
+                              self.nest_values())
+
+    def nest_values(self) -> tuple:
+        return self.result, self.input, self.grad
+
+    def reduction_axes(self) -> list[tuple[int, int, int | None]]:
+        return [(0, 0, 1), (1, 0, 1)]  # dY and X along N (0)
+
+    def direct_macs(self) -> int:
+        return self.conv_macs(shape_of(self.input.type), shape_of(self.result.type))
 
     def verify_semantics(self) -> None:
         x, w = shape_of(self.input.type), shape_of(self.result.type)
@@ -334,14 +381,14 @@ class ConvBiasGradOp(GradOp):
     name = "grad.conv_bias"
     grad = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), ReductionWork(1), OnnxNames("ConvGrad", "Conv"))
     assembly_format = operands_format("grad")
 
     def verify_semantics(self) -> None:
         expect_shape(self, "result", shape_of(self.result.type), (shape_of(self.grad.type)[1],))
 
 
-class MatMulGradOp(GradOp):
+class MatMulGradOp(GradOp, LoopNestOp):
     """Properties of the forward product (transposes, alpha) that the operand gradients need."""
 
     alpha = opt_prop_def(FloatAttr)
@@ -371,6 +418,24 @@ class MatMulLhsGradOp(MatMulGradOp):
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
     assembly_format = operands_format("grad", "rhs")
+    traits = traits_def(OnnxNames("MatMul", "Gemm"))
+    NEST_ROLES: ClassVar[tuple[tuple[str, ...], str]] = (("O", "W"), "I")
+
+    def loop_nest(self) -> Any:
+        return matmul_loop_nest("matmul_grad_lhs", shape_of(self.result.type), shape_of(self.rhs.type),
+                                bool_of(self.trans_a), bool_of(self.trans_b), "I", element_bits(*self.nest_values()))
+
+    def nest_values(self) -> tuple:
+        return self.rhs, self.result, self.grad
+
+    def reduction_axes(self) -> list[tuple[int, int, int | None]]:
+        """dY along N (its last axis), B along N (swapped by trans_b)."""
+        dy, b = (len(shape_of(v.type)) for v in self.operands)
+        axes = [(0, dy - 1, dy - 2)] if dy >= 2 else []
+        if b >= 2:
+            k_b, n = matrix_axes(b, bool_of(self.trans_b))
+            axes.append((1, n, k_b))
+        return axes
 
     def verify_semantics(self) -> None:
         self.check(shape_of(self.result.type), shape_of(self.rhs.type))
@@ -389,6 +454,24 @@ class MatMulRhsGradOp(MatMulGradOp):
     lhs = operand_def(TensorType)
     result = result_def(TensorType)
     assembly_format = operands_format("grad", "lhs")
+    traits = traits_def(OnnxNames("MatMul", "Gemm"))
+    NEST_ROLES: ClassVar[tuple[tuple[str, ...], str]] = (("O", "I"), "W")
+
+    def loop_nest(self) -> Any:
+        return matmul_loop_nest("matmul_grad_rhs", shape_of(self.lhs.type), shape_of(self.result.type),
+                                bool_of(self.trans_a), bool_of(self.trans_b), "W", element_bits(*self.nest_values()))
+
+    def nest_values(self) -> tuple:
+        return self.result, self.lhs, self.grad
+
+    def reduction_axes(self) -> list[tuple[int, int, int | None]]:
+        """dY along M (its first matrix axis), A along M (swapped by trans_a)."""
+        dy, a = (len(shape_of(v.type)) for v in self.operands)
+        axes = [(0, dy - 2, dy - 1)] if dy >= 2 else []
+        if a >= 2:
+            m, k = matrix_axes(a, bool_of(self.trans_a))
+            axes.append((1, m, k))
+        return axes
 
     def verify_semantics(self) -> None:
         self.check(shape_of(self.lhs.type), shape_of(self.result.type))
@@ -417,7 +500,7 @@ class BatchNormGradOp(GradOp):
     input_grad = result_def(TensorType)
     scale_grad = result_def(TensorType)
     bias_grad = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(10, "norm"), OnnxNames("BatchNormalizationGrad", "BatchNormalization"))
     assembly_format = operands_format("grad", "input", "scale")
 
     def verify_semantics(self) -> None:
@@ -448,7 +531,7 @@ class LayerNormGradOp(GradOp):
     input_grad = result_def(TensorType)
     scale_grad = result_def(TensorType)
     bias_grad = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(12, "norm"), OnnxNames("LayerNormalizationGrad", "LayerNormalization"))
     assembly_format = operands_format("grad", "input", "scale")
 
     def verify_semantics(self) -> None:
@@ -493,6 +576,7 @@ class MaxPoolGradOp(PoolGradOp):
     """
 
     name = "grad.max_pool"
+    traits = traits_def(PoolWork(1), OnnxNames("MaxPoolGrad", "MaxPool"))
     grad = operand_def(TensorType)
     input = operand_def(TensorType)
     result = result_def(TensorType)
@@ -511,6 +595,7 @@ class AvgPoolGradOp(PoolGradOp):
     """
 
     name = "grad.avg_pool"
+    traits = traits_def(PoolWork(1), OnnxNames("AveragePoolGrad", "AveragePool"))
     grad = operand_def(TensorType)
     count_include_pad = opt_prop_def(BoolAttr)
     result = result_def(TensorType)
@@ -527,7 +612,7 @@ class GlobalAvgPoolGradOp(GradOp):
     name = "grad.global_avg_pool"
     grad = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(1, "pool"), OnnxNames("GlobalAveragePoolGrad", "GlobalAveragePool"))
     assembly_format = operands_format("grad")
 
     def verify_semantics(self) -> None:
@@ -560,6 +645,7 @@ class ReduceSumGradOp(ReduceGradOp):
     """Broadcast dy back over the reduced axes. `%dx = grad.reduce_sum %dy {axes = array<i64: 1>} : (tensor<4x1xf32>) -> tensor<4x8xf32>`"""
 
     name = "grad.reduce_sum"
+    traits = traits_def(VectorWork(0, "data_movement"))
 
 
 @irdl_op_definition
@@ -567,6 +653,7 @@ class ReduceMeanGradOp(ReduceGradOp):
     """Broadcast dy / count back over the reduced axes. `%dx = grad.reduce_mean %dy {axes = array<i64: -1>} : (tensor<4x1xf32>) -> tensor<4x8xf32>`"""
 
     name = "grad.reduce_mean"
+    traits = traits_def(VectorWork(1, "data_movement"))
 
 
 @irdl_op_definition
@@ -583,7 +670,7 @@ class SliceGradOp(GradOp):
     axes = opt_prop_def(DenseArrayBase)
     steps = opt_prop_def(DenseArrayBase)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"))
     assembly_format = operands_format("grad")
 
     def verify_semantics(self) -> None:
@@ -604,7 +691,7 @@ class GatherGradOp(GradOp):
     indices = operand_def(TensorType)
     axis = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(1, "data_movement"), OnnxNames("GatherGrad", "Gather"))
     assembly_format = operands_format("grad", "indices")
 
     def verify_semantics(self) -> None:
@@ -631,7 +718,7 @@ class ResizeGradOp(GradOp):
     coordinate_transformation_mode = opt_prop_def(StringAttr)
     nearest_mode = opt_prop_def(StringAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(3))
     assembly_format = operands_format("grad")
 
     def verify_semantics(self) -> None:
@@ -665,7 +752,7 @@ class SoftmaxCrossEntropyGradOp(GradOp):
     ignore_index = opt_prop_def(IntegerAttr)
     class_axis = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), LossWork(3, scores=1), OnnxNames("SoftmaxCrossEntropyLossGrad", "SoftmaxCrossEntropyLoss"))
     assembly_format = operands_format("grad", "log_prob", "labels", "weights?")
 
     @property
@@ -695,7 +782,7 @@ class MseLossGradOp(GradOp):
     target = operand_def(TensorType)
     reduction = opt_prop_def(StringAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), LossWork(2, scores=1))
     assembly_format = operands_format("grad", "prediction", "target")
 
     def verify_semantics(self) -> None:

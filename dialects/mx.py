@@ -31,9 +31,10 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, StringAttr, TensorType
 from xdsl.ir import Dialect
-from xdsl.irdl import VarConstraint, base, operand_def, opt_prop_def, prop_def, result_def
+from xdsl.irdl import VarConstraint, base, operand_def, opt_prop_def, prop_def, result_def, traits_def
 
 from dialects.base import MonetOp, expect, int_of, ints_of, irdl_op_definition, is_float_type, shape_of, str_of
+from dialects.interfaces import VectorWork
 
 MX_FORMATS = ("mxint8", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1")
 
@@ -116,6 +117,7 @@ class QuantizeOp(CastOp):
     """
 
     name = "mx.quantize"
+    traits = traits_def(VectorWork(4))
 
 
 @irdl_op_definition
@@ -128,6 +130,7 @@ class RequantizeOp(CastOp):
     """
 
     name = "mx.requantize"
+    traits = traits_def(VectorWork(5))
 
     def verify_semantics(self) -> None:
         super().verify_semantics()

@@ -27,9 +27,10 @@ from xdsl.traits import MemoryWriteEffect
 from typing import ClassVar
 
 from dialects.base import MonetOp, elem_of, expect, expect_shape, float_of, irdl_op_definition, is_float_type, shape_of
+from dialects.interfaces import InPlaceUpdate, OnnxNames, VectorWork
 
 
-class OptimizerOp(MonetOp):
+class OptimizerOp(MonetOp, InPlaceUpdate):
     """A per-parameter update; `param` and the state operands are overwritten in place.
 
     Subclasses declare their operands themselves, `param` and `grad` first: xDSL orders the
@@ -44,6 +45,9 @@ class OptimizerOp(MonetOp):
     def state_operands(self) -> tuple:
         """The persistent optimizer-state operands (besides the parameter)."""
         return ()
+
+    def updated_operands(self) -> tuple:
+        return (self.param, *self.state_operands())
 
     def verify_semantics(self) -> None:
         p = shape_of(self.param.type)
@@ -62,7 +66,7 @@ class SgdOp(OptimizerOp):
     name = "train.sgd"
     param = operand_def(TensorType)
     grad = operand_def(TensorType)
-    traits = traits_def(MemoryWriteEffect())
+    traits = traits_def(MemoryWriteEffect(), VectorWork(3, "optimizer"), OnnxNames("SGD", "SGDOptimizer"))
     assembly_format = "$param `,` $grad attr-dict `:` type($param) `,` type($grad)"
 
 
@@ -80,7 +84,7 @@ class MomentumOp(OptimizerOp):
     velocity = operand_def(TensorType)
     momentum = opt_prop_def(FloatAttr)
     nesterov = opt_prop_def(BoolAttr)
-    traits = traits_def(MemoryWriteEffect())
+    traits = traits_def(MemoryWriteEffect(), VectorWork(5, "optimizer"), OnnxNames("Momentum", "SGDOptimizer"))
     assembly_format = "$param `,` $grad `,` $velocity attr-dict `:` type($param) `,` type($grad) `,` type($velocity)"
 
     def state_operands(self) -> tuple:
@@ -133,6 +137,7 @@ class AdamOp(AdamLikeOp):
     """
 
     name = "train.adam"
+    traits = traits_def(VectorWork(12, "optimizer"), OnnxNames("Adam", "AdamOptimizer"))
 
 
 @irdl_op_definition
@@ -143,10 +148,11 @@ class AdamWOp(AdamLikeOp):
     """
 
     name = "train.adamw"
+    traits = traits_def(VectorWork(13, "optimizer"), OnnxNames("AdamW", "AdamWOptimizer"))
 
 
 @irdl_op_definition
-class AccumulateOp(MonetOp):
+class AccumulateOp(MonetOp, InPlaceUpdate):
     """buffer += value, in place on a persistent buffer (gradient accumulation across
     micro-batches; ONNX Runtime's InPlaceAccumulator).
 
@@ -157,8 +163,11 @@ class AccumulateOp(MonetOp):
     DEFAULT_PHASE: ClassVar[str] = "backward"
     buffer = operand_def(TensorType)
     value = operand_def(TensorType)
-    traits = traits_def(MemoryWriteEffect())
+    traits = traits_def(MemoryWriteEffect(), VectorWork(1))
     assembly_format = "$buffer `,` $value attr-dict `:` type($buffer) `,` type($value)"
+
+    def updated_operands(self) -> tuple:
+        return (self.buffer,)
 
     def verify_semantics(self) -> None:
         expect_shape(self, "value", shape_of(self.value.type), shape_of(self.buffer.type))

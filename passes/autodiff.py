@@ -320,38 +320,33 @@ def copy_props(op: Operation, *names: str) -> dict[str, Attribute | None]:
     return {n: op.properties.get(n) for n in names}
 
 
-# element-wise ops whose gradient reads the forward input (x) or output (y)
-FROM_INPUT = {
-    nn.LeakyReluOp: (grad.LeakyReluGradOp, ("alpha",)),
-    nn.ClipOp: (grad.ClipGradOp, ("min", "max")),
-    nn.HardSigmoidOp: (grad.HardSigmoidGradOp, ("alpha", "beta")),
-    nn.HardSwishOp: (grad.HardSwishGradOp, ()),
-    nn.ErfOp: (grad.ErfGradOp, ()),
-    nn.GeluOp: (grad.GeluGradOp, ("approximate",)),
-    nn.LogOp: (grad.LogGradOp, ()),
-}
-FROM_OUTPUT = {
-    # relu's mask is the same from x or y; PyTorch saves the output, so do we
-    nn.ReluOp: (grad.ReluGradOp, ()),
-    nn.SigmoidOp: (grad.SigmoidGradOp, ()),
-    nn.TanhOp: (grad.TanhGradOp, ()),
-    nn.SqrtOp: (grad.SqrtGradOp, ()),
-    nn.ExpOp: (grad.ExpGradOp, ()),
-    nn.SoftmaxOp: (grad.SoftmaxGradOp, ("axis",)),
-    nn.LogSoftmaxOp: (grad.LogSoftmaxGradOp, ("axis",)),
-}
+def elementwise_rule(op_class: type[Operation], grad_class: type[Operation], reads: str,
+                     props: tuple[str, ...] = ()) -> None:
+    """Register the gradient of an element-wise op as `grad_class(dy, saved)`, the saved value
+    being the forward op's input (`reads="input"`) or its result ("result"), with the op's
+    properties `props` copied."""
+
+    @rule(op_class)
+    def elementwise(d: Differentiator, op, dys, wanted):
+        saved = op.input if reads == "input" else op.result
+        return [d.one(grad_class, [dys[0], saved], op.input.type, copy_props(op, *props))]
 
 
-@rule(*FROM_INPUT)
-def elementwise_from_input(d: Differentiator, op, dys, wanted):
-    grad_class, props = FROM_INPUT[type(op)]
-    return [d.one(grad_class, [dys[0], op.input], op.input.type, copy_props(op, *props))]
-
-
-@rule(*FROM_OUTPUT)
-def elementwise_from_output(d: Differentiator, op, dys, wanted):
-    grad_class, props = FROM_OUTPUT[type(op)]
-    return [d.one(grad_class, [dys[0], op.result], op.input.type, copy_props(op, *props))]
+elementwise_rule(nn.LeakyReluOp, grad.LeakyReluGradOp, "input", ("alpha",))
+elementwise_rule(nn.ClipOp, grad.ClipGradOp, "input", ("min", "max"))
+elementwise_rule(nn.HardSigmoidOp, grad.HardSigmoidGradOp, "input", ("alpha", "beta"))
+elementwise_rule(nn.HardSwishOp, grad.HardSwishGradOp, "input")
+elementwise_rule(nn.ErfOp, grad.ErfGradOp, "input")
+elementwise_rule(nn.GeluOp, grad.GeluGradOp, "input", ("approximate",))
+elementwise_rule(nn.LogOp, grad.LogGradOp, "input")
+# relu's mask is the same from x or y; PyTorch saves the output, so do we
+elementwise_rule(nn.ReluOp, grad.ReluGradOp, "result")
+elementwise_rule(nn.SigmoidOp, grad.SigmoidGradOp, "result")
+elementwise_rule(nn.TanhOp, grad.TanhGradOp, "result")
+elementwise_rule(nn.SqrtOp, grad.SqrtGradOp, "result")
+elementwise_rule(nn.ExpOp, grad.ExpGradOp, "result")
+elementwise_rule(nn.SoftmaxOp, grad.SoftmaxGradOp, "result", ("axis",))
+elementwise_rule(nn.LogSoftmaxOp, grad.LogSoftmaxGradOp, "result", ("axis",))
 
 
 @rule(nn.NegOp)

@@ -1,8 +1,10 @@
 """`quantize`: insert the microscaling (MX) casts of a training step.
 
-Under a precision policy (`monet_ir.precision`), every contraction (`nn.matmul`, `nn.gemm`,
-`nn.conv`, `grad.matmul_lhs`, `grad.matmul_rhs`, `grad.conv_input`, `grad.conv_weight`) reads
-its operands in their class's MX format, grouped along the axis it reduces:
+Under a precision policy (`monet_ir.precision`), every contraction (every `LoopNestOp`:
+`nn.matmul`, `nn.gemm`, `nn.conv`, `nn.conv_transpose`, `grad.matmul_lhs`, `grad.matmul_rhs`,
+`grad.conv_input`, `grad.conv_weight`: the ops the cost model prices as loop nests) reads its
+operands in their class's MX format, grouped along the axis it reduces (each op's
+`reduction_axes`, `dialects.interfaces`):
 
 | op | operand: reduction axis |
 |---|---|
@@ -11,6 +13,7 @@ its operands in their class's MX format, grouped along the axis it reduces:
 | `grad.matmul_rhs` dB = A^T dY | A: M (its first matrix axis), dY: M |
 | `nn.conv` | X: C (1), W: C (1) |
 | `grad.conv_input` | dY: K (1), W: K (0) |
+| `nn.conv_transpose` | X: C (1), W: C (0) (the input gradient of a convolution, as `grad.conv_input`) |
 | `grad.conv_weight` | dY: N (0), X: N (0) |
 
 For each such operand whose class (weights: a parameter; activations: a forward value;
@@ -54,55 +57,9 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
-from dialects import grad, mx, nn, train
-from dialects.base import bool_of, shape_of
+from dialects import mx, train
+from dialects.interfaces import LoopNestOp
 from monet_ir import graph
-
-
-def _matrix_axes(rank: int, swapped: bool) -> tuple[int, int]:
-    """(first, second) matrix axis of an operand of rank >= 2, swapped when transposed."""
-    first, second = rank - 2, rank - 1
-    return (second, first) if swapped else (first, second)
-
-
-def reduction_axes(op: Operation) -> list[tuple[int, int, int | None]]:
-    """(operand index, reduction axis, square partner axis) of each operand of a contraction;
-    operands of rank < 2 are left out."""
-    ranks = [len(shape_of(v.type)) for v in op.operands]
-    out: list[tuple[int, int, int | None]] = []
-
-    def add(index: int, axis: int, partner: int) -> None:
-        if ranks[index] >= 2:
-            out.append((index, axis, partner))
-
-    if isinstance(op, nn.MatMulOp | nn.GemmOp):
-        ta, tb = bool_of(op.trans_a), bool_of(op.trans_b)
-        m, k = _matrix_axes(ranks[0], ta)
-        add(0, k, m)
-        k_b, n = _matrix_axes(ranks[1], tb)
-        add(1, k_b, n)
-    elif isinstance(op, grad.MatMulLhsGradOp):  # operands (dY, B)
-        add(0, ranks[0] - 1, ranks[0] - 2)
-        k_b, n = _matrix_axes(ranks[1], bool_of(op.trans_b))
-        add(1, n, k_b)
-    elif isinstance(op, grad.MatMulRhsGradOp):  # operands (dY, A)
-        add(0, ranks[0] - 2, ranks[0] - 1)
-        m, k = _matrix_axes(ranks[1], bool_of(op.trans_a))
-        add(1, m, k)
-    elif isinstance(op, nn.ConvOp):  # (X, W[, bias])
-        add(0, 1, 0)
-        add(1, 1, 0)
-    elif isinstance(op, grad.ConvInputGradOp):  # (dY, W)
-        add(0, 1, 0)
-        add(1, 0, 1)
-    elif isinstance(op, grad.ConvWeightGradOp):  # (dY, X)
-        add(0, 0, 1)
-        add(1, 0, 1)
-    return out
-
-
-CONTRACTIONS = (nn.MatMulOp, nn.GemmOp, grad.MatMulLhsGradOp, grad.MatMulRhsGradOp, nn.ConvOp,
-                grad.ConvInputGradOp, grad.ConvWeightGradOp)
 
 
 @dataclass(frozen=True)
@@ -132,9 +89,9 @@ class QuantizePass(ModulePass):
         casts: dict[SSAValue, list[mx.CastOp]] = {}
         forward_weight_casts: dict[SSAValue, mx.CastOp] = {}
         for consumer in ops:
-            if not isinstance(consumer, CONTRACTIONS):
+            if not isinstance(consumer, LoopNestOp):
                 continue
-            for index, axis, partner in reduction_axes(consumer):
+            for index, axis, partner in consumer.reduction_axes():
                 value = consumer.operands[index]
                 cls = value_class(value, stored=False)
                 fmt = getattr(policy, cls)

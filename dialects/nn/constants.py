@@ -21,6 +21,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 
 from dialects.base import MonetOp, expect, float_of, irdl_op_definition, num_elements, str_of
+from dialects.interfaces import CostFree, VectorWork
 
 
 @irdl_attr_definition
@@ -66,7 +67,7 @@ class ConstantOp(MonetOp):
     name = "nn.constant"
     value = prop_def(base(DenseIntOrFPElementsAttr) | base(TensorDataAttr))
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), CostFree())
 
     def verify_semantics(self) -> None:
         expect(self.value.type == self.result.type, self,
@@ -137,6 +138,7 @@ class RandomOp(MonetOp):
     """
 
     name = "nn.random"
+    traits = traits_def(VectorWork(3))
     distribution = prop_def(StringAttr)
     low = opt_prop_def(FloatAttr)
     high = opt_prop_def(FloatAttr)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, FloatAttr, IntegerAttr, TensorType
 from xdsl.irdl import operand_def, opt_operand_def, opt_prop_def, result_def, traits_def
 from xdsl.traits import Pure
@@ -19,10 +21,12 @@ from dialects.base import (
     ints_of,
     irdl_op_definition,
     matmul_shape,
+    num_elements,
     operands_format,
     raise_verify,
     shape_of,
 )
+from dialects.interfaces import LoopNestOp, OnnxNames, element_bits, matmul_loop_nest, matrix_axes
 
 
 class ConvGeometry(MonetOp):
@@ -52,9 +56,26 @@ class ConvGeometry(MonetOp):
         expect(all(p >= 0 for p in pads), self, "pads must be non-negative")
         expect(group >= 1, self, "group must be at least 1")
 
+    def conv_nest(self, kind: str, x: tuple[int, ...], w: tuple[int, ...], output: str, values: tuple) -> Any:
+        """The loop nest of the convolution of input shape `x` by weight shape `w` (the
+        forward convolution this op is, or whose gradient it is), `values` in the roles W, I, O
+        giving the element widths (`dialects.interfaces.LoopNestOp`)."""
+        from monet_ir.cost.conv_nest import conv_loop_nest
+        from monet_ir.cost.signature import psum_bits_for
+
+        bits = element_bits(*values)
+        strides, pads, dilations, group = self.geometry(len(x) - 2)
+        return conv_loop_nest(kind, x, w, strides, pads, dilations, group, output, (*bits, psum_bits_for(max(bits))))
+
+    def conv_macs(self, x: tuple[int, ...], w: tuple[int, ...]) -> int:
+        """MACs of the convolution of input shape `x` by weight shape `w`, any spatial rank:
+        output elements x (input channels / group) x kernel."""
+        strides, pads, dilations, _ = self.geometry(len(x) - 2)
+        return num_elements(conv_output_shape(x, w, strides, pads, dilations)) * w[1] * num_elements(w[2:])
+
 
 @irdl_op_definition
-class ConvOp(ConvGeometry):
+class ConvOp(ConvGeometry, LoopNestOp):
     """N-d convolution (ONNX Conv): x [N, C, *S], w [M, C/group, *K], optional bias [M].
 
     ```mlir
@@ -68,8 +89,26 @@ class ConvOp(ConvGeometry):
     weight = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), OnnxNames("Conv"))
     assembly_format = operands_format("input", "weight", "bias?")
+    NEST_ROLES: ClassVar[tuple[tuple[str, ...], str]] = (("I", "W", "O"), "O")
+
+    def loop_nest(self) -> Any:
+        return self.conv_nest("conv", shape_of(self.input.type), shape_of(self.weight.type), "O", self.nest_values())
+
+    def nest_values(self) -> tuple:
+        return self.weight, self.input, self.result
+
+    def reduction_axes(self) -> list[tuple[int, int, int | None]]:
+        return [(0, 1, 0), (1, 1, 0)]  # X and W along C
+
+    def direct_macs(self) -> int:
+        return self.conv_macs(shape_of(self.input.type), shape_of(self.weight.type))
+
+    def tile_nest(self, sig: Any, rows: int, full: int) -> Any:
+        from dataclasses import replace
+
+        return replace(sig, oy=rows)  # tiles are output rows
 
     def verify_semantics(self) -> None:
         x, w = shape_of(self.input.type), shape_of(self.weight.type)
@@ -87,7 +126,7 @@ class ConvOp(ConvGeometry):
 
 
 @irdl_op_definition
-class ConvTransposeOp(ConvGeometry):
+class ConvTransposeOp(ConvGeometry, LoopNestOp):
     """N-d transposed convolution (ONNX ConvTranspose): x [N, C, *S], w [C, M/group, *K].
 
     ```mlir
@@ -102,8 +141,25 @@ class ConvTransposeOp(ConvGeometry):
     bias = opt_operand_def(TensorType)
     output_padding = opt_prop_def(DenseArrayBase)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), OnnxNames("ConvTranspose"))
     assembly_format = operands_format("input", "weight", "bias?")
+    NEST_ROLES: ClassVar[tuple[tuple[str, ...], str]] = (("O", "W", "I"), "I")
+
+    def loop_nest(self) -> Any:
+        # conv_transpose(x, w) is the input gradient of the convolution of y (the result) with
+        # w: that convolution's input is y, its weight w [Cin, Cout/g, ...], its output x
+        return self.conv_nest("conv_transpose", shape_of(self.result.type), shape_of(self.weight.type), "I",
+                              self.nest_values())
+
+    def nest_values(self) -> tuple:
+        return self.weight, self.result, self.input
+
+    def reduction_axes(self) -> list[tuple[int, int, int | None]]:
+        return [(0, 1, 0), (1, 0, 1)]  # x [N, C, ...] and w [C, M/g, ...] along C (as grad.conv_input)
+
+    def direct_macs(self) -> int:
+        w = shape_of(self.weight.type)
+        return num_elements(shape_of(self.input.type)) * w[1] * num_elements(w[2:])
 
     def verify_semantics(self) -> None:
         x, w = shape_of(self.input.type), shape_of(self.weight.type)
@@ -118,8 +174,32 @@ class ConvTransposeOp(ConvGeometry):
                      conv_transpose_output_shape(x, w, group, strides, pads, dilations, out_pad))
 
 
+class ProductOp(MonetOp, LoopNestOp):
+    """A product A B (`nn.gemm`, `nn.matmul`): A in the I role, B in W, the result in O."""
+
+    NEST_ROLES: ClassVar[tuple[tuple[str, ...], str]] = (("I", "W", "O"), "O")
+    KIND: ClassVar[str] = "matmul"
+
+    def loop_nest(self) -> Any:
+        return matmul_loop_nest(self.KIND, shape_of(self.lhs.type), shape_of(self.rhs.type), bool_of(self.trans_a),
+                                bool_of(self.trans_b), "O", element_bits(*self.nest_values()))
+
+    def nest_values(self) -> tuple:
+        return self.rhs, self.lhs, self.result
+
+    def reduction_axes(self) -> list[tuple[int, int, int | None]]:
+        """A along K (its last axis), B along K (its first matrix axis), swapped by trans_a/b."""
+        axes = []
+        for index, swapped, reduced_first in ((0, bool_of(self.trans_a), False), (1, bool_of(self.trans_b), True)):
+            rank = len(shape_of(self.operands[index].type))
+            if rank >= 2:
+                first, second = matrix_axes(rank, swapped)
+                axes.append((index, first, second) if reduced_first else (index, second, first))
+        return axes
+
+
 @irdl_op_definition
-class GemmOp(MonetOp):
+class GemmOp(ProductOp):
     """alpha * op(A) @ op(B) + beta * C for 2-D A, B (ONNX Gemm), C broadcast to the result.
 
     ```mlir
@@ -136,8 +216,9 @@ class GemmOp(MonetOp):
     trans_a = opt_prop_def(BoolAttr)
     trans_b = opt_prop_def(BoolAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), OnnxNames("Gemm"))
     assembly_format = operands_format("lhs", "rhs", "bias?")
+    KIND: ClassVar[str] = "gemm"
 
     def verify_semantics(self) -> None:
         a, b = shape_of(self.lhs.type), shape_of(self.rhs.type)
@@ -158,7 +239,7 @@ class GemmOp(MonetOp):
 
 
 @irdl_op_definition
-class MatMulOp(MonetOp):
+class MatMulOp(ProductOp):
     """numpy.matmul (batched, broadcast), optionally transposing the last two axes of an operand
     and scaling by alpha (ONNX MatMul; ONNX Runtime's FusedMatMul).
 
@@ -174,7 +255,7 @@ class MatMulOp(MonetOp):
     trans_a = opt_prop_def(BoolAttr)
     trans_b = opt_prop_def(BoolAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), OnnxNames("MatMul"))
     assembly_format = operands_format("lhs", "rhs")
 
     def verify_semantics(self) -> None:

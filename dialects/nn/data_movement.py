@@ -35,6 +35,7 @@ from dialects.base import (
     shape_of,
     str_of,
 )
+from dialects.interfaces import CostFree, OnnxNames, VectorWork
 
 
 @irdl_op_definition
@@ -48,7 +49,7 @@ class ReshapeOp(MonetOp):
     name = "nn.reshape"
     input = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), CostFree(), OnnxNames("Reshape"))
     assembly_format = operands_format("input")
 
     def verify_semantics(self) -> None:
@@ -69,7 +70,7 @@ class TransposeOp(MonetOp):
     input = operand_def(TensorType)
     perm = prop_def(DenseArrayBase)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"), OnnxNames("Transpose"))
     assembly_format = operands_format("input")
 
     def verify_semantics(self) -> None:
@@ -90,7 +91,7 @@ class ExpandOp(MonetOp):
     name = "nn.expand"
     input = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"))
     assembly_format = operands_format("input")
 
     def verify_semantics(self) -> None:
@@ -114,7 +115,7 @@ class ConcatOp(MonetOp):
     inputs = var_operand_def(TensorType)
     axis = prop_def(IntegerAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"))
     assembly_format = "$inputs " + FUNCTIONAL
 
     def verify_semantics(self) -> None:
@@ -146,7 +147,7 @@ class SplitOp(MonetOp):
     input = operand_def(TensorType)
     axis = prop_def(IntegerAttr)
     outputs = var_result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"))
     assembly_format = operands_format("input")
 
     def verify_semantics(self) -> None:
@@ -179,7 +180,7 @@ class SliceOp(MonetOp):
     axes = opt_prop_def(DenseArrayBase)
     steps = opt_prop_def(DenseArrayBase)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"))
     assembly_format = operands_format("input")
 
     def normalized(self) -> list[tuple[int, int, int, int]]:
@@ -227,7 +228,7 @@ class GatherOp(MonetOp):
     indices = operand_def(TensorType)
     axis = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"), OnnxNames("Gather"))
     assembly_format = operands_format("data", "indices")
 
     def verify_semantics(self) -> None:
@@ -255,7 +256,7 @@ class GatherElementsOp(MonetOp):
     indices = operand_def(TensorType)
     axis = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"))
     assembly_format = operands_format("data", "indices")
 
     def verify_semantics(self) -> None:
@@ -284,7 +285,7 @@ class GatherNDOp(MonetOp):
     data = operand_def(TensorType)
     indices = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"))
     assembly_format = operands_format("data", "indices")
 
     def verify_semantics(self) -> None:
@@ -310,7 +311,7 @@ class ScatterNDOp(MonetOp):
     updates = operand_def(TensorType)
     reduction = opt_prop_def(StringAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"))
     assembly_format = operands_format("data", "indices", "updates")
 
     def verify_semantics(self) -> None:
@@ -337,7 +338,7 @@ class PadOp(MonetOp):
     mode = opt_prop_def(StringAttr)
     value = opt_prop_def(FloatAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"))
     assembly_format = operands_format("input")
 
     def verify_semantics(self) -> None:
@@ -358,6 +359,7 @@ class DropoutOp(MonetOp):
     """
 
     name = "nn.dropout"
+    traits = traits_def(VectorWork(3))
     input = operand_def(TensorType)
     ratio = opt_prop_def(FloatAttr)
     seed = opt_prop_def(IntegerAttr)
@@ -406,7 +408,7 @@ class ResizeOp(MonetOp):
     coordinate_transformation_mode = opt_prop_def(StringAttr)
     nearest_mode = opt_prop_def(StringAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(3))
     assembly_format = operands_format("input")
 
     def verify_semantics(self) -> None:

@@ -34,6 +34,7 @@ from dialects.base import (
     shape_of,
     str_of,
 )
+from dialects.interfaces import OnnxNames, VectorWork
 
 
 class UnaryOp(MonetOp):
@@ -56,6 +57,7 @@ class ReluOp(UnaryOp):
     """max(x, 0). `%y = nn.relu %x : tensor<4x8xf32>`"""
 
     name = "nn.relu"
+    traits = traits_def(VectorWork(1), OnnxNames("Relu"))
 
 
 @irdl_op_definition
@@ -63,6 +65,7 @@ class LeakyReluOp(UnaryOp):
     """x if x > 0 else alpha * x. `%y = nn.leaky_relu %x {alpha = 0.01 : f64} : tensor<8xf32>`"""
 
     name = "nn.leaky_relu"
+    traits = traits_def(VectorWork(2))
     alpha = opt_prop_def(FloatAttr)
 
 
@@ -71,6 +74,7 @@ class ClipOp(UnaryOp):
     """Clamp to [min, max] (either bound optional). `%y = nn.clip %x {min = 0.0 : f64, max = 6.0 : f64} : tensor<8xf32>`"""
 
     name = "nn.clip"
+    traits = traits_def(VectorWork(2))
     min = opt_prop_def(FloatAttr)
     max = opt_prop_def(FloatAttr)
 
@@ -80,6 +84,7 @@ class SigmoidOp(UnaryOp):
     """1 / (1 + exp(-x)). `%y = nn.sigmoid %x : tensor<8xf32>`"""
 
     name = "nn.sigmoid"
+    traits = traits_def(VectorWork(4))
 
 
 @irdl_op_definition
@@ -87,6 +92,7 @@ class HardSigmoidOp(UnaryOp):
     """max(0, min(1, alpha * x + beta)). `%y = nn.hard_sigmoid %x {alpha = 0.2 : f64, beta = 0.5 : f64} : tensor<8xf32>`"""
 
     name = "nn.hard_sigmoid"
+    traits = traits_def(VectorWork(3))
     alpha = opt_prop_def(FloatAttr)
     beta = opt_prop_def(FloatAttr)
 
@@ -96,6 +102,7 @@ class HardSwishOp(UnaryOp):
     """x * hard_sigmoid(x; 1/6, 1/2). `%y = nn.hard_swish %x : tensor<8xf32>`"""
 
     name = "nn.hard_swish"
+    traits = traits_def(VectorWork(4))
 
 
 @irdl_op_definition
@@ -103,6 +110,7 @@ class TanhOp(UnaryOp):
     """`%y = nn.tanh %x : tensor<8xf32>`"""
 
     name = "nn.tanh"
+    traits = traits_def(VectorWork(5), OnnxNames("Tanh"))
 
 
 @irdl_op_definition
@@ -110,6 +118,7 @@ class ErfOp(UnaryOp):
     """The Gauss error function. `%y = nn.erf %x : tensor<8xf32>`"""
 
     name = "nn.erf"
+    traits = traits_def(VectorWork(8))
 
 
 @irdl_op_definition
@@ -117,6 +126,7 @@ class GeluOp(UnaryOp):
     """GELU, exact or tanh-approximated. `%y = nn.gelu %x {approximate = "tanh"} : tensor<8xf32>`"""
 
     name = "nn.gelu"
+    traits = traits_def(VectorWork(8), OnnxNames("Gelu"))
     approximate = opt_prop_def(StringAttr)
 
     def verify_semantics(self) -> None:
@@ -130,6 +140,7 @@ class SqrtOp(UnaryOp):
     """`%y = nn.sqrt %x : tensor<8xf32>`"""
 
     name = "nn.sqrt"
+    traits = traits_def(VectorWork(1))
 
 
 @irdl_op_definition
@@ -137,6 +148,7 @@ class NegOp(UnaryOp):
     """`%y = nn.neg %x : tensor<8xf32>`"""
 
     name = "nn.neg"
+    traits = traits_def(VectorWork(1))
     FLOAT_ONLY: ClassVar[bool] = False
 
 
@@ -145,6 +157,7 @@ class ExpOp(UnaryOp):
     """`%y = nn.exp %x : tensor<8xf32>`"""
 
     name = "nn.exp"
+    traits = traits_def(VectorWork(4))
 
 
 @irdl_op_definition
@@ -152,6 +165,7 @@ class LogOp(UnaryOp):
     """Natural logarithm. `%y = nn.log %x : tensor<8xf32>`"""
 
     name = "nn.log"
+    traits = traits_def(VectorWork(4))
 
 
 @irdl_op_definition
@@ -159,6 +173,7 @@ class NotOp(UnaryOp):
     """Logical not of a boolean tensor. `%y = nn.not %m : tensor<8xi1>`"""
 
     name = "nn.not"
+    traits = traits_def(VectorWork(1))
     FLOAT_ONLY: ClassVar[bool] = False
 
     def verify_semantics(self) -> None:
@@ -182,6 +197,7 @@ class SoftmaxOp(AxisUnaryOp):
     """Softmax along one axis. `%y = nn.softmax %x {axis = -1 : i64} : tensor<2x4x8x8xf32>`"""
 
     name = "nn.softmax"
+    traits = traits_def(VectorWork(7, "softmax"), OnnxNames("Softmax"))
 
 
 @irdl_op_definition
@@ -189,6 +205,7 @@ class LogSoftmaxOp(AxisUnaryOp):
     """Log-softmax along one axis. `%y = nn.log_softmax %x {axis = 1 : i64} : tensor<4x10xf32>`"""
 
     name = "nn.log_softmax"
+    traits = traits_def(VectorWork(7, "softmax"))
 
 
 class BinaryOp(MonetOp):
@@ -219,6 +236,7 @@ class AddOp(BinaryOp):
     """`%z = nn.add %x, %y : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>`"""
 
     name = "nn.add"
+    traits = traits_def(VectorWork(1), OnnxNames("Add"))
 
 
 @irdl_op_definition
@@ -226,6 +244,7 @@ class SubOp(BinaryOp):
     """`%z = nn.sub %x, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>`"""
 
     name = "nn.sub"
+    traits = traits_def(VectorWork(1), OnnxNames("Sub"))
 
 
 @irdl_op_definition
@@ -233,6 +252,7 @@ class MulOp(BinaryOp):
     """`%z = nn.mul %x, %s : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>`"""
 
     name = "nn.mul"
+    traits = traits_def(VectorWork(1), OnnxNames("Mul"))
 
 
 @irdl_op_definition
@@ -240,6 +260,7 @@ class DivOp(BinaryOp):
     """`%z = nn.div %x, %y : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>`"""
 
     name = "nn.div"
+    traits = traits_def(VectorWork(1), OnnxNames("Div"))
 
 
 @irdl_op_definition
@@ -247,6 +268,7 @@ class PowOp(BinaryOp):
     """x ** y. `%z = nn.pow %x, %e : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>`"""
 
     name = "nn.pow"
+    traits = traits_def(VectorWork(4))
 
 
 @irdl_op_definition
@@ -254,6 +276,7 @@ class EqualOp(BinaryOp):
     """`%m = nn.equal %a, %b : (tensor<8xi64>, tensor<8xi64>) -> tensor<8xi1>`"""
 
     name = "nn.equal"
+    traits = traits_def(VectorWork(1))
     RESULT_IS_BOOL: ClassVar[bool] = True
 
 
@@ -263,6 +286,7 @@ class LessOp(BinaryOp):
     with `or_equal = true`, ONNX LessOrEqual."""
 
     name = "nn.less"
+    traits = traits_def(VectorWork(1))
     or_equal = opt_prop_def(BoolAttr)
     RESULT_IS_BOOL: ClassVar[bool] = True
 
@@ -273,6 +297,7 @@ class GreaterOp(BinaryOp):
     with `or_equal = true`, ONNX GreaterOrEqual."""
 
     name = "nn.greater"
+    traits = traits_def(VectorWork(1))
     or_equal = opt_prop_def(BoolAttr)
     RESULT_IS_BOOL: ClassVar[bool] = True
 
@@ -282,6 +307,7 @@ class AndOp(BinaryOp):
     """Logical and. `%m = nn.and %a, %b : (tensor<8xi1>, tensor<8xi1>) -> tensor<8xi1>`"""
 
     name = "nn.and"
+    traits = traits_def(VectorWork(1))
     RESULT_IS_BOOL: ClassVar[bool] = True
 
 
@@ -297,7 +323,7 @@ class WhereOp(MonetOp):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(1))
     assembly_format = operands_format("condition", "lhs", "rhs")
 
     def verify_semantics(self) -> None:
@@ -321,7 +347,7 @@ class SumOp(MonetOp):
     name = "nn.sum"
     inputs = var_operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(1), OnnxNames("Sum"))
     assembly_format = "$inputs " + FUNCTIONAL
 
     def verify_semantics(self) -> None:
@@ -345,7 +371,7 @@ class CastOp(MonetOp):
     name = "nn.cast"
     input = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(1))
     assembly_format = operands_format("input")
 
     def verify_semantics(self) -> None:

@@ -23,6 +23,7 @@ from dialects.base import (
     shape_of,
     str_of,
 )
+from dialects.interfaces import LossWork, OnnxNames
 
 
 @irdl_op_definition
@@ -50,7 +51,7 @@ class SoftmaxCrossEntropyOp(MonetOp):
     class_axis = opt_prop_def(IntegerAttr)
     loss = result_def(TensorType)
     log_prob = var_result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), LossWork(8), OnnxNames("SoftmaxCrossEntropyLoss"))
     assembly_format = operands_format("scores", "labels", "weights?")
 
     @property
@@ -85,7 +86,7 @@ class MseLossOp(MonetOp):
     target = operand_def(TensorType)
     reduction = opt_prop_def(StringAttr)
     loss = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), LossWork(3))
     assembly_format = operands_format("prediction", "target")
 
     def verify_semantics(self) -> None:

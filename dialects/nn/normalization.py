@@ -19,6 +19,7 @@ from dialects.base import (
     raise_verify,
     shape_of,
 )
+from dialects.interfaces import OnnxNames, VectorWork
 
 
 @irdl_op_definition
@@ -44,7 +45,7 @@ class BatchNormOp(MonetOp):
     momentum = opt_prop_def(FloatAttr)
     training = opt_prop_def(BoolAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(6, "norm"), OnnxNames("BatchNormalization"))
     assembly_format = operands_format("input", "scale", "bias", "mean", "var")
 
     def verify_semantics(self) -> None:
@@ -73,7 +74,7 @@ class LayerNormOp(MonetOp):
     axis = opt_prop_def(IntegerAttr)
     epsilon = opt_prop_def(FloatAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(8, "norm"), OnnxNames("LayerNormalization"))
     assembly_format = operands_format("input", "scale", "bias?")
 
     def norm_axis(self) -> int:

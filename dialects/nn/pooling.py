@@ -22,6 +22,7 @@ from dialects.base import (
     reduce_shape,
     shape_of,
 )
+from dialects.interfaces import OnnxNames, PoolWork, ReductionWork, VectorWork
 
 
 class PoolOp(MonetOp):
@@ -65,6 +66,7 @@ class MaxPoolOp(PoolOp):
     """
 
     name = "nn.max_pool"
+    traits = traits_def(PoolWork(1), OnnxNames("MaxPool"))
 
 
 @irdl_op_definition
@@ -75,6 +77,7 @@ class AvgPoolOp(PoolOp):
     """
 
     name = "nn.avg_pool"
+    traits = traits_def(PoolWork(1), OnnxNames("AveragePool"))
     count_include_pad = opt_prop_def(BoolAttr)
 
 
@@ -88,7 +91,7 @@ class GlobalAvgPoolOp(MonetOp):
     name = "nn.global_avg_pool"
     input = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), PoolWork(1, global_window=True), OnnxNames("GlobalAveragePool"))
     assembly_format = operands_format("input")
 
     def verify_semantics(self) -> None:
@@ -130,6 +133,7 @@ class ReduceSumOp(ReduceOp):
     """
 
     name = "nn.reduce_sum"
+    traits = traits_def(ReductionWork(1))
 
 
 @irdl_op_definition
@@ -140,6 +144,7 @@ class ReduceMeanOp(ReduceOp):
     """
 
     name = "nn.reduce_mean"
+    traits = traits_def(ReductionWork(1))
 
 
 @irdl_op_definition
@@ -156,7 +161,7 @@ class CumSumOp(MonetOp):
     exclusive = opt_prop_def(BoolAttr)
     reverse = opt_prop_def(BoolAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), VectorWork(1))
     assembly_format = operands_format("input")
 
     def verify_semantics(self) -> None:

@@ -2,15 +2,15 @@
 
 FLOPs (`flops_by_phase`, `per_op_rows`) come in two classes:
 
-- `matmul_conv`: 2 x the multiply-accumulates of convolution and matrix-product ops, forward
-  and gradient (`nn.conv`, `nn.conv_transpose`, `nn.gemm`, `nn.matmul`, `grad.conv_input`,
+- `matmul_conv`: 2 x the multiply-accumulates of convolution and matrix-product ops (the
+  `LoopNestOp`s), forward and gradient (`nn.conv`, `nn.conv_transpose`, `nn.gemm`, `nn.matmul`, `grad.conv_input`,
   `grad.conv_weight`, `grad.matmul_lhs`, `grad.matmul_rhs`). This is the convention of
   PyTorch's `FlopCounterMode`, which counts only these ops; a GEMM's bias addition is not
   counted (as `aten.addmm`'s count in FlopCounterMode). For a 3-D convolution, which the
   cost model's loop nest does not describe, the MACs are computed directly.
 - `other`: the arithmetic of every other MONET op, from its cost-model vector signature
-  (`VectorSig.ops` = output elements x ops per element x window; see
-  `monet_ir.analysis.ir_signatures.OPS_PER_ELEMENT`), rounded to an integer per op. Free views
+  (`VectorSig.ops` = output elements x ops per element x window; the ops per element are
+  each op's `VectorWork` trait, `dialects.interfaces`), rounded to an integer per op. Free views
   (`nn.reshape`) and `nn.constant` count 0, so do ops of other dialects.
 
 Each op counts in the phase it carries (`forward`, `backward`, `optimizer`, `recompute`);
@@ -47,11 +47,11 @@ from typing import Any
 from xdsl.dialects import func
 from xdsl.ir import BlockArgument, Operation
 
-from dialects import grad, nn, train
-from dialects.base import PHASES, MonetOp, conv_output_shape, is_float_type, num_elements, shape_of
+from dialects import train
+from dialects.base import PHASES, MonetOp, is_float_type, num_elements, shape_of
 from monet_ir import graph
 from monet_ir.analysis.saved import saved_activations, saved_bytes_by_kind
-from monet_ir.analysis.ir_signatures import LOOP_NESTS, NoSignature, signature_of
+from monet_ir.analysis.ir_signatures import NoSignature, signature_of
 from monet_ir.cost.signature import LoopNestSig
 from monet_ir.precision import PrecisionPolicy
 from monet_ir.types import tensor_bytes
@@ -66,31 +66,13 @@ def op_flops(op: Operation) -> dict[str, int]:
         return {"matmul_conv": 0, "other": 0}
     try:
         sig = signature_of(op)
-    except NoSignature:
-        return {"matmul_conv": 2 * _direct_conv_macs(op), "other": 0}
+    except NoSignature:  # a loop nest the cost model cannot describe (a 3-D convolution): its MACs
+        return {"matmul_conv": 2 * op.direct_macs(), "other": 0}
     if sig is None:
         return {"matmul_conv": 0, "other": 0}
     if isinstance(sig, LoopNestSig):
         return {"matmul_conv": 2 * sig.macs, "other": 0}
     return {"matmul_conv": 0, "other": int(round(sig.ops))}
-
-
-def _direct_conv_macs(op: Operation) -> int:
-    """MACs of a convolution-like op of any spatial rank: output elements x (Cin/group) x kernel."""
-    if type(op) not in LOOP_NESTS or not hasattr(op, "geometry"):
-        raise NoSignature(f"{op.name}: no FLOP rule")
-    if isinstance(op, nn.ConvOp):
-        x, w = shape_of(op.input.type), shape_of(op.weight.type)
-    elif isinstance(op, grad.ConvInputGradOp):
-        x, w = shape_of(op.result.type), shape_of(op.weight.type)
-    elif isinstance(op, grad.ConvWeightGradOp):
-        x, w = shape_of(op.input.type), shape_of(op.result.type)
-    else:  # nn.conv_transpose: the input gradient of the convolution of its result
-        w = shape_of(op.weight.type)
-        return num_elements(shape_of(op.input.type)) * w[1] * num_elements(w[2:])
-    strides, pads, dilations, _ = op.geometry(len(x) - 2)
-    y = conv_output_shape(x, w, strides, pads, dilations)
-    return num_elements(y) * w[1] * num_elements(w[2:])
 
 
 def _empty_flops() -> dict[str, dict[str, int]]:

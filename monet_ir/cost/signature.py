@@ -200,3 +200,9 @@ class Cost:
     utilization: float = 0.0
     mapping: str = ""
     dram_bytes: int = 0
+
+
+def psum_bits_for(bits: int) -> int:
+    """Partial-sum width: ZigZag's 16-bit accumulators for 8-bit operands, else the operand width
+    (floating-point accumulation in the operand format)."""
+    return max(2 * bits, 16) if bits <= 8 else bits

@@ -286,12 +286,6 @@ def _ignore_index(op: Any) -> int | None:
 
 # ----------------------------------------------------------------------------- nn: element-wise
 
-_SIMPLE_UNARY = {
-    N.ReluOp: K.relu, N.SigmoidOp: K.sigmoid, N.HardSwishOp: K.hard_swish, N.TanhOp: K.tanh,
-    N.ErfOp: K.erf, N.SqrtOp: K.sqrt, N.NegOp: K.neg, N.ExpOp: K.exp, N.LogOp: K.log,
-    N.NotOp: K.logical_not,
-}
-
 
 def _simple_unary(kernel: Callable[[np.ndarray], np.ndarray]) -> Impl:
     def run(op: Any, env: Env) -> np.ndarray:
@@ -300,8 +294,16 @@ def _simple_unary(kernel: Callable[[np.ndarray], np.ndarray]) -> Impl:
     return run
 
 
-for _cls, _kernel in _SIMPLE_UNARY.items():
-    impl(_cls)(_simple_unary(_kernel))
+impl(N.ReluOp)(_simple_unary(K.relu))
+impl(N.SigmoidOp)(_simple_unary(K.sigmoid))
+impl(N.HardSwishOp)(_simple_unary(K.hard_swish))
+impl(N.TanhOp)(_simple_unary(K.tanh))
+impl(N.ErfOp)(_simple_unary(K.erf))
+impl(N.SqrtOp)(_simple_unary(K.sqrt))
+impl(N.NegOp)(_simple_unary(K.neg))
+impl(N.ExpOp)(_simple_unary(K.exp))
+impl(N.LogOp)(_simple_unary(K.log))
+impl(N.NotOp)(_simple_unary(K.logical_not))
 
 
 @impl(N.LeakyReluOp)
@@ -334,12 +336,6 @@ def _log_softmax(op: N.LogSoftmaxOp, env: Env) -> np.ndarray:
     return K.log_softmax(env[op.input], axis=int_of(op.axis))
 
 
-_BINARY = {
-    N.AddOp: K.add, N.SubOp: K.sub, N.MulOp: K.mul, N.DivOp: K.div, N.PowOp: K.pow,
-    N.EqualOp: K.equal, N.AndOp: K.logical_and,
-}
-
-
 def _binary(kernel: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Impl:
     def run(op: Any, env: Env) -> np.ndarray:
         return kernel(env[op.lhs], env[op.rhs])
@@ -347,8 +343,13 @@ def _binary(kernel: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Impl:
     return run
 
 
-for _cls, _kernel in _BINARY.items():
-    impl(_cls)(_binary(_kernel))
+impl(N.AddOp)(_binary(K.add))
+impl(N.SubOp)(_binary(K.sub))
+impl(N.MulOp)(_binary(K.mul))
+impl(N.DivOp)(_binary(K.div))
+impl(N.PowOp)(_binary(K.pow))
+impl(N.EqualOp)(_binary(K.equal))
+impl(N.AndOp)(_binary(K.logical_and))
 
 
 @impl(N.LessOp)
@@ -635,11 +636,13 @@ impl(G.LeakyReluGradOp)(_elementwise_grad(K.leaky_relu_grad, alpha=0.01))
 impl(G.HardSigmoidGradOp)(_elementwise_grad(K.hard_sigmoid_grad, alpha=0.2, beta=0.5))
 impl(G.GeluGradOp)(_elementwise_grad(K.gelu_grad, approximate="none"))
 impl(G.DropoutGradOp)(_elementwise_grad(K.dropout_grad, ratio=0.5))
-for _cls, _kernel in {
-    G.SigmoidGradOp: K.sigmoid_grad, G.HardSwishGradOp: K.hard_swish_grad, G.TanhGradOp: K.tanh_grad,
-    G.ErfGradOp: K.erf_grad, G.SqrtGradOp: K.sqrt_grad, G.ExpGradOp: K.exp_grad, G.LogGradOp: K.log_grad,
-}.items():
-    impl(_cls)(_elementwise_grad(_kernel))
+impl(G.SigmoidGradOp)(_elementwise_grad(K.sigmoid_grad))
+impl(G.HardSwishGradOp)(_elementwise_grad(K.hard_swish_grad))
+impl(G.TanhGradOp)(_elementwise_grad(K.tanh_grad))
+impl(G.ErfGradOp)(_elementwise_grad(K.erf_grad))
+impl(G.SqrtGradOp)(_elementwise_grad(K.sqrt_grad))
+impl(G.ExpGradOp)(_elementwise_grad(K.exp_grad))
+impl(G.LogGradOp)(_elementwise_grad(K.log_grad))
 
 
 @impl(G.ClipGradOp)

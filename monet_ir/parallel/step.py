@@ -37,15 +37,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from monet_ir.cost.signature import VectorSig
 from monet_ir.network.collectives import rounds
 from monet_ir.network.sim import NetworkSim, Request
 from monet_ir.parallel.plan import Plan
 from monet_ir.schedule.scheduler import Schedule, schedule
 from monet_ir.schedule.taskgraph import extract
 
-COMMUNICATING = ("collective.all_reduce", "collective.reduce_scatter", "collective.all_gather")
-POINT_TO_POINT = ("collective.send", "collective.recv")
+def _network_ops(network: str) -> frozenset[str]:
+    from dialects.collective import COLLECTIVE
+
+    return frozenset(op.name for op in COLLECTIVE.operations if op.NETWORK == network)
+
+
+COMMUNICATING = _network_ops("collective")  # the ops whose group exchanges data over the network
+POINT_TO_POINT = _network_ops("point-to-point")
 
 
 @dataclass
@@ -82,25 +87,6 @@ class StepResult:
         return self.system.chip.frequency_hz
 
 
-def collective_signature(op, bits: int | None) -> VectorSig:
-    """The local work of a collective on one chip: a reduction adds what it receives,
-    (N-1)/N of the data; a gather or shard copies its data."""
-    from dialects import collective as c
-    from monet_ir.analysis.ir_signatures import tensor_bytes_at
-    from monet_ir.types import tensor_bytes
-
-    size = (lambda t: tensor_bytes_at(t, bits)) if bits is not None else tensor_bytes
-    reads = sum(size(v.type) for v in op.operands)
-    writes = sum(size(r.type) for r in op.results)
-    n = op.group_size()
-    values = list(op.results) or list(op.operands)
-    elements = sum(_elements(v.type) for v in values)
-    width = bits if bits is not None else 32
-    if isinstance(op, c.AllReduceOp | c.ReduceScatterOp):
-        return VectorSig("elementwise", max(elements, 1), (n - 1) / n if n > 1 else 0.0, reads, writes, 1, width)
-    return VectorSig("data_movement", max(elements, 1), 0.0, reads, writes, 1, width)
-
-
 def _elements(t) -> int:
     n = 1
     for d in t.get_shape():
@@ -111,15 +97,14 @@ def _elements(t) -> int:
 def run_step(fn, system, plan: Plan, bits: int | None, allocation=None, stage: int = 0,
              sim: NetworkSim | None = None) -> StepResult:
     """The step of `fn` (pipeline stage `stage` of the plan) on every chip running it; send and
-    recv are left to the pipeline (`monet_ir.parallel.pipeline`): here they take no time."""
-    from dialects import collective as c
+    recv are left to the pipeline (`monet_ir.parallel.pipeline`): here they take no time. A
+    collective's local work is its `CollectiveWork` (`dialects.interfaces`)."""
     from monet_ir import graph as step_graph
     from monet_ir.analysis.ir_signatures import tensor_bytes_at
     from monet_ir.types import tensor_bytes
 
     ops = list(step_graph.compute_ops(fn))
-    sigs = {op: collective_signature(op, bits) for op in ops if isinstance(op, c.CollectiveOp)}
-    g = extract(fn, bits=bits, signatures=sigs)
+    g = extract(fn, bits=bits)
     sched = schedule(g, system.chip, allocation)
     size = (lambda t: tensor_bytes_at(t, bits)) if bits is not None else tensor_bytes
     freq = system.chip.frequency_hz

@@ -16,38 +16,28 @@
 ```
 
 An op takes the first entry matching, in this order: its node name, its op name, its ONNX op
-types, its phase, `default`. Without a match every core able to run it is allowed. Other Stream
+types (its class's `OnnxNames` trait), its phase, `default`. Without a match every core able to run it is allowed. Other Stream
 keys (`intra_core_tiling`, ...) are accepted and ignored: layer fusion sets tiling.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from monet_ir.errors import MonetError
 from monet_ir.schedule.taskgraph import Task
 
-# ONNX op types (and ONNX Runtime gradient op types) each of our ops answers to in a mapping
-ONNX_NAMES: dict[str, tuple[str, ...]] = {
-    "nn.conv": ("Conv",), "nn.conv_transpose": ("ConvTranspose",), "nn.gemm": ("Gemm",), "nn.matmul": ("MatMul",),
-    "grad.conv_input": ("ConvTranspose", "ConvGrad", "Conv"), "grad.conv_weight": ("ConvGrad", "Conv"),
-    "grad.conv_bias": ("ConvGrad", "Conv"), "grad.matmul_lhs": ("MatMul", "Gemm"),
-    "grad.matmul_rhs": ("MatMul", "Gemm"),
-    "nn.relu": ("Relu",), "grad.relu": ("ReluGrad", "Relu"), "nn.max_pool": ("MaxPool",),
-    "grad.max_pool": ("MaxPoolGrad", "MaxPool"), "nn.avg_pool": ("AveragePool",),
-    "grad.avg_pool": ("AveragePoolGrad", "AveragePool"), "nn.global_avg_pool": ("GlobalAveragePool",),
-    "grad.global_avg_pool": ("GlobalAveragePoolGrad", "GlobalAveragePool"), "nn.softmax": ("Softmax",),
-    "grad.softmax": ("SoftmaxGrad", "Softmax"), "nn.layer_norm": ("LayerNormalization",),
-    "grad.layer_norm": ("LayerNormalizationGrad", "LayerNormalization"), "nn.batch_norm": ("BatchNormalization",),
-    "grad.batch_norm": ("BatchNormalizationGrad", "BatchNormalization"), "nn.gelu": ("Gelu",),
-    "grad.gelu": ("GeluGrad", "Gelu"), "nn.gather": ("Gather",), "grad.gather": ("GatherGrad", "Gather"),
-    "nn.softmax_cross_entropy": ("SoftmaxCrossEntropyLoss",),
-    "grad.softmax_cross_entropy": ("SoftmaxCrossEntropyLossGrad", "SoftmaxCrossEntropyLoss"),
-    "nn.add": ("Add",), "nn.sub": ("Sub",), "nn.mul": ("Mul",), "nn.div": ("Div",), "nn.sum": ("Sum",),
-    "nn.transpose": ("Transpose",), "nn.reshape": ("Reshape",), "nn.tanh": ("Tanh",), "grad.tanh": ("TanhGrad", "Tanh"),
-    "train.adam": ("Adam", "AdamOptimizer"), "train.adamw": ("AdamW", "AdamWOptimizer"),
-    "train.sgd": ("SGD", "SGDOptimizer"), "train.momentum": ("Momentum", "SGDOptimizer"),
-}
+
+@functools.lru_cache(maxsize=1024)
+def onnx_names(op_name: str) -> tuple[str, ...]:
+    """The ONNX (and ONNX Runtime gradient) op types an op answers to in a mapping: its class's
+    `OnnxNames` trait (`dialects.interfaces`), by the op's name."""
+    from dialects import op_class
+    from dialects.interfaces import onnx_names as names_of
+
+    cls = op_class(op_name)
+    return names_of(cls) if cls is not None else ()
 
 
 class MappingError(MonetError):
@@ -60,7 +50,7 @@ class Allocation:
     source: str = ""
 
     def __call__(self, task: Task) -> tuple[int, ...] | None:
-        for key in (task.node, task.op, *ONNX_NAMES.get(task.op, ()), task.phase, "default"):
+        for key in (task.node, task.op, *onnx_names(task.op), task.phase, "default"):
             if key in self.entries:
                 return self.entries[key]
         return None

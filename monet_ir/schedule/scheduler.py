@@ -416,7 +416,7 @@ class Scheduler:
         # share their options: a graph has far fewer signatures than tasks
         # (kept across schedules by a memo: the entry holds the signature, so its id stays its own)
         seen: dict[tuple[int, tuple[int, ...]], tuple[Any, dict, dict]] = {} if self.memo is None else self.memo.prices
-        from monet_ir.schedule.mapping import ONNX_NAMES, Allocation
+        from monet_ir.schedule.mapping import Allocation, onnx_names
 
         allocation = self.allocation
         # an `Allocation` answers by a task's node first, then by its op, the op's ONNX names, its
@@ -449,7 +449,7 @@ class Scheduler:
                     if which in by_op:
                         chosen = by_op[which]
                     else:
-                        keys = (op, *ONNX_NAMES.get(op, ()), phase, "default")
+                        keys = (op, *onnx_names(op), phase, "default")
                         chosen = by_op[which] = next((entries[key] for key in keys if key in entries), None)
                 if chosen is None:
                     allowed = every

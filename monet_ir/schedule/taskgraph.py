@@ -40,7 +40,8 @@ from typing import Any, NamedTuple
 from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
 
-from dialects import nn, train
+from dialects import nn
+from dialects.interfaces import InPlaceUpdate, LoopNestOp
 from dialects.base import shape_of
 from monet_ir import graph
 from monet_ir.analysis.ir_signatures import signature_of, tensor_bytes_at, value_bytes
@@ -750,12 +751,7 @@ class _Extractor:
 
         facts = self.facts.get(op)
         if facts is None:
-            if isinstance(op, train.OptimizerOp):
-                in_place = (op.param, *op.state_operands())
-            elif isinstance(op, train.AccumulateOp):
-                in_place = (op.buffer,)
-            else:
-                in_place = None
+            in_place = op.updated_operands() if isinstance(op, InPlaceUpdate) else None
             facts = self.facts[op] = OpFacts(graph.op_node(op), self.signature(op),
                                              tuple(self.value_size(r) for r in op.results),
                                              tuple(r.name_hint for r in op.results),
@@ -1275,14 +1271,6 @@ class _FusedRun:
                 parts[r] = inputs[spec] if isinstance(spec, int) else stored[spec[0]]
 
 
-# loop-nest roles of (operands, result) per op: the same nest with the output in another role
-LOOP_NEST_ROLES = {
-    "nn.conv": (("I", "W", "O"), "O"), "nn.matmul": (("I", "W"), "O"), "nn.gemm": (("I", "W", "O"), "O"),
-    "nn.conv_transpose": (("O", "W", "I"), "I"), "grad.conv_input": (("O", "W"), "I"),
-    "grad.conv_weight": (("O", "I"), "W"), "grad.matmul_lhs": (("O", "W"), "I"), "grad.matmul_rhs": (("O", "I"), "W"),
-}
-
-
 def _single_getter(index: int):
     return lambda flat: (flat[index],)
 
@@ -1304,7 +1292,8 @@ def _no_reads(flat: tuple) -> tuple:
 
 
 def _roles_of(op: Operation) -> tuple[tuple[str, ...], str] | None:
-    return LOOP_NEST_ROLES.get(op.name)
+    """The loop-nest roles of a loop-nest op's operands and result (`LoopNestOp.NEST_ROLES`)."""
+    return op.NEST_ROLES if isinstance(op, LoopNestOp) else None
 
 
 def _pace_stacks(preds: list[set[int]], stacks: dict[int, list[list[int]]]) -> None:

@@ -128,7 +128,7 @@ def test_conv_flops_and_the_direct_rule_agree_with_the_loop_nest():
     # transposed conv: 9 input positions x 4 input channels x 2 outputs per group x 3x3 = 648
     assert accounting.op_flops(ops[3])["matmul_conv"] == 2 * 648
     for op in ops:
-        assert accounting._direct_conv_macs(op) == signature_of(op).macs
+        assert op.direct_macs() == signature_of(op).macs
 
 
 def test_three_d_convolutions_are_counted_directly():
