@@ -54,19 +54,25 @@ from dialects.base import (
     shape_of,
     str_of,
 )
-from dialects.interfaces import LoopNestOp, LossWork, OnnxNames, PoolWork, ReductionWork, VectorWork, element_bits, matmul_loop_nest, matrix_axes
+from dialects.interfaces import LoopNestOp, LossWork, OnnxNames, PoolWork, ProductTiling, ReductionWork, Tiling, VectorWork, element_bits, matmul_loop_nest, matrix_axes
+from dialects.sharding import IndexMap, Sharding, conv_maps, matmul_maps, normalizing_map, pool_map
 from dialects.nn import ConvGeometry, operands_format
 from dialects.nn.data_movement import verify_resize_options
 
 
-class GradOp(MonetOp):
+class GradOp(MonetOp, Tiling):
     DEFAULT_PHASE: ClassVar[str] = "backward"
+
+    def tiled_axes(self) -> tuple[int, ...]:
+        # weight, bias and normalization gradients reduce over the rows, others have results
+        # of other shapes: not tiled (element-wise gradients and dA of a product are)
+        return ()
 
 
 # ----------------------------------------------------------------------------- element-wise
 
 
-class ElementwiseGradOp(GradOp):
+class ElementwiseGradOp(GradOp, Sharding):
     """dx from dy and one saved forward value (the input x or the output y) of the same shape."""
 
     T: ClassVar = VarConstraint("T", AnyAttr())
@@ -76,6 +82,9 @@ class ElementwiseGradOp(GradOp):
     traits = traits_def(Pure())
     assembly_format = "$grad `,` $saved attr-dict `:` type($grad)"
     SAVED_IS: ClassVar[str] = "x"
+
+    def tiled_axes(self) -> tuple[int, ...]:
+        return Tiling.tiled_axes(self)
 
     def verify_semantics(self) -> None:
         expect_shape(self, "saved value", shape_of(self.saved.type), shape_of(self.grad.type))
@@ -197,6 +206,11 @@ class SoftmaxGradOp(ElementwiseGradOp):
     axis = prop_def(IntegerAttr)
     SAVED_IS: ClassVar[str] = "y"
 
+    def fuses_along(self, axis: int) -> bool:
+        return self.axis.value.data % len(shape_of(self.result.type)) != axis  # not the softmax's own axis
+
+    def index_map(self) -> IndexMap | None:
+        return normalizing_map(self, {normalize_axis(int_of(self.axis, -1), len(shape_of(self.result.type)))})
 
 @irdl_op_definition
 class LogSoftmaxGradOp(ElementwiseGradOp):
@@ -207,6 +221,11 @@ class LogSoftmaxGradOp(ElementwiseGradOp):
     axis = prop_def(IntegerAttr)
     SAVED_IS: ClassVar[str] = "y"
 
+    def fuses_along(self, axis: int) -> bool:
+        return self.axis.value.data % len(shape_of(self.result.type)) != axis  # not the softmax's own axis
+
+    def index_map(self) -> IndexMap | None:
+        return normalizing_map(self, {normalize_axis(int_of(self.axis, -1), len(shape_of(self.result.type)))})
 
 @irdl_op_definition
 class DropoutGradOp(ElementwiseGradOp):
@@ -226,7 +245,7 @@ class DropoutGradOp(ElementwiseGradOp):
         expect(elem_of(self.saved.type) == i1, self, "mask must be a tensor of i1")
 
 
-class BroadcastBinaryGradOp(GradOp):
+class BroadcastBinaryGradOp(GradOp, Sharding):
     """Gradient of a broadcasting binary op w.r.t. one operand, before un-broadcasting: the
     result has the broadcast (output) shape."""
 
@@ -272,7 +291,7 @@ class PowExponentGradOp(BroadcastBinaryGradOp):
 
 
 @irdl_op_definition
-class UnbroadcastOp(GradOp):
+class UnbroadcastOp(GradOp, Sharding):
     """Sum a gradient over the axes an operand was broadcast along, back to the operand's shape.
 
     `%db = grad.unbroadcast %dy : (tensor<4x128x256xf32>) -> tensor<256xf32>`
@@ -293,12 +312,16 @@ class UnbroadcastOp(GradOp):
         expect(ok, self, f"{list(r)} does not broadcast to {list(dy)}")
         expect_same_elem(self, self.grad.type, self.result.type)
 
+    def index_map(self) -> IndexMap | None:
+        dy, r = tuple(shape_of(self.grad.type)), tuple(shape_of(self.result.type))
+        off = len(dy) - len(r)
+        return IndexMap([list(range(len(dy)))], [[i + off if d == dy[i + off] else None for i, d in enumerate(r)]])
 
 # ----------------------------------------------------------------------------- contractions
 
 
 @irdl_op_definition
-class ConvInputGradOp(GradOp, ConvGeometry, LoopNestOp):
+class ConvInputGradOp(GradOp, ConvGeometry, LoopNestOp, Sharding):
     """Gradient of a convolution w.r.t. its input: a transposed convolution of dy with w.
     The result type is the forward input's type.
 
@@ -333,9 +356,14 @@ class ConvInputGradOp(GradOp, ConvGeometry, LoopNestOp):
         expect(x[1] == w[1] * group, self, f"input channels {x[1]} != weight channels {w[1]} x group {group}")
         expect_shape(self, "gradient", shape_of(self.grad.type), conv_output_shape(x, w, strides, pads, dilations))
 
+    def index_map(self) -> IndexMap | None:
+        if int_of(self.group, 1) != 1:
+            return None
+        x, w, y, window, _, _ = conv_maps(len(shape_of(self.result.type)) - 2)
+        return IndexMap([y, w], [x], norm=window)
 
 @irdl_op_definition
-class ConvWeightGradOp(GradOp, ConvGeometry, LoopNestOp):
+class ConvWeightGradOp(GradOp, ConvGeometry, LoopNestOp, Sharding):
     """Gradient of a convolution w.r.t. its weight: a correlation of the saved input x with dy,
     reduced over the batch and output positions. The result type is the weight's type.
 
@@ -370,9 +398,14 @@ class ConvWeightGradOp(GradOp, ConvGeometry, LoopNestOp):
         expect(x[1] == w[1] * group, self, f"input channels {x[1]} != weight channels {w[1]} x group {group}")
         expect_shape(self, "gradient", shape_of(self.grad.type), conv_output_shape(x, w, strides, pads, dilations))
 
+    def index_map(self) -> IndexMap | None:
+        if int_of(self.group, 1) != 1:
+            return None
+        x, w, y, window, _, _ = conv_maps(len(shape_of(self.input.type)) - 2)
+        return IndexMap([y, x], [w], norm=window)
 
 @irdl_op_definition
-class ConvBiasGradOp(GradOp):
+class ConvBiasGradOp(GradOp, Sharding):
     """Gradient of a convolution bias: dy summed over all axes but the channel axis 1.
 
     `%db = grad.conv_bias %dy : (tensor<4x64x8x8xf32>) -> tensor<64xf32>`
@@ -387,6 +420,9 @@ class ConvBiasGradOp(GradOp):
     def verify_semantics(self) -> None:
         expect_shape(self, "result", shape_of(self.result.type), (shape_of(self.grad.type)[1],))
 
+    def index_map(self) -> IndexMap | None:
+        rank = len(shape_of(self.grad.type))
+        return IndexMap([[0, 1] + list(range(3, rank + 1))], [[1]], norm=set(range(3, rank + 1)))
 
 class MatMulGradOp(GradOp, LoopNestOp):
     """Properties of the forward product (transposes, alpha) that the operand gradients need."""
@@ -406,7 +442,7 @@ class MatMulGradOp(GradOp, LoopNestOp):
 
 
 @irdl_op_definition
-class MatMulLhsGradOp(MatMulGradOp):
+class MatMulLhsGradOp(ProductTiling, MatMulGradOp, Sharding):
     """Gradient of alpha * op(A) @ op(B) w.r.t. A, summed over broadcast batch axes; the result
     type is A's type. Covers nn.matmul and nn.gemm.
 
@@ -440,9 +476,15 @@ class MatMulLhsGradOp(MatMulGradOp):
     def verify_semantics(self) -> None:
         self.check(shape_of(self.result.type), shape_of(self.rhs.type))
 
+    def index_map(self) -> IndexMap | None:
+        dy, b, a = (tuple(shape_of(v.type)) for v in (self.grad, self.rhs, self.result))
+        if len(a) < 2 or len(b) < 2 or len(dy) < 2:
+            return None
+        am, bm, out, _, _, _ = matmul_maps(bool_of(self.trans_a), bool_of(self.trans_b), a, b, dy)
+        return IndexMap([out, bm], [am])
 
 @irdl_op_definition
-class MatMulRhsGradOp(MatMulGradOp):
+class MatMulRhsGradOp(MatMulGradOp, Sharding):
     """Gradient of alpha * op(A) @ op(B) w.r.t. B, summed over broadcast batch axes; the result
     type is B's type.
 
@@ -476,12 +518,18 @@ class MatMulRhsGradOp(MatMulGradOp):
     def verify_semantics(self) -> None:
         self.check(shape_of(self.lhs.type), shape_of(self.result.type))
 
+    def index_map(self) -> IndexMap | None:
+        dy, a, b = (tuple(shape_of(v.type)) for v in (self.grad, self.lhs, self.result))
+        if len(a) < 2 or len(b) < 2 or len(dy) < 2:
+            return None
+        am, bm, out, _, _, _ = matmul_maps(bool_of(self.trans_a), bool_of(self.trans_b), a, b, dy)
+        return IndexMap([out, am], [bm])
 
 # ----------------------------------------------------------------------------- normalization
 
 
 @irdl_op_definition
-class BatchNormGradOp(GradOp):
+class BatchNormGradOp(GradOp, Sharding):
     """Gradients of training-mode batch normalization w.r.t. input, scale and bias, from the
     saved input and scale (batch statistics are recomputed from x).
 
@@ -510,9 +558,13 @@ class BatchNormGradOp(GradOp):
         for what, v in (("scale", self.scale), ("scale gradient", self.scale_grad), ("bias gradient", self.bias_grad)):
             expect_shape(self, what, shape_of(v.type), (x[1],))
 
+    def index_map(self) -> IndexMap | None:
+        rank = len(shape_of(self.input.type))
+        full = list(range(rank))
+        return IndexMap([full, full, [1]], [full, [1], [1]], norm={0} | set(range(2, rank)))
 
 @irdl_op_definition
-class LayerNormGradOp(GradOp):
+class LayerNormGradOp(GradOp, Sharding):
     """Gradients of layer normalization w.r.t. input, scale and bias (statistics recomputed
     from the saved input).
 
@@ -545,11 +597,16 @@ class LayerNormGradOp(GradOp):
         except ValueError as e:
             expect(False, self, str(e))
 
+    def index_map(self) -> IndexMap | None:
+        rank = len(shape_of(self.input.type))
+        axis = normalize_axis(int_of(self.axis, -1), rank)
+        full, tail = list(range(rank)), list(range(axis, rank))
+        return IndexMap([full, full, tail], [full, tail, tail], norm=set(tail))
 
 # ----------------------------------------------------------------------------- pooling
 
 
-class PoolGradOp(GradOp):
+class PoolGradOp(GradOp, Sharding):
     kernel_shape = prop_def(DenseArrayBase)
     strides = opt_prop_def(DenseArrayBase)
     pads = opt_prop_def(DenseArrayBase)
@@ -567,6 +624,8 @@ class PoolGradOp(GradOp):
         )
         expect_shape(self, "gradient", dy, want)
 
+    def index_map(self) -> IndexMap | None:
+        return pool_map(self, gradient=True)
 
 @irdl_op_definition
 class MaxPoolGradOp(PoolGradOp):
@@ -606,7 +665,7 @@ class AvgPoolGradOp(PoolGradOp):
 
 
 @irdl_op_definition
-class GlobalAvgPoolGradOp(GradOp):
+class GlobalAvgPoolGradOp(GradOp, Sharding):
     """Spread dy over all spatial positions. `%dx = grad.global_avg_pool %dy : (tensor<1x512x1x1xf32>) -> tensor<1x512x7x7xf32>`"""
 
     name = "grad.global_avg_pool"
@@ -619,6 +678,8 @@ class GlobalAvgPoolGradOp(GradOp):
         x = shape_of(self.result.type)
         expect_shape(self, "gradient", shape_of(self.grad.type), (x[0], x[1]) + (1,) * (len(x) - 2))
 
+    def index_map(self) -> IndexMap | None:
+        return pool_map(self, gradient=True)
 
 # ----------------------------------------------------------------------------- reductions & data movement
 

@@ -18,6 +18,13 @@ is an error, "nn.foo has no cost interface", never a silent default):
   operand reduces along (`reduction_axes`, for `quantize`'s MX casts), its MACs at any spatial
   rank (`direct_macs`) and the nest of a tile of its result rows (`tile_nest`).
 
+**Tiling** (`fuse-layers` and the task graph's tiles, `monet_ir.schedule.tiling`): `Tiling`
+(interface, with defaults) says along which result axes the op runs as tiles, whether it can
+join a fused stack along one, which rows of each operand a tile reads and whether every tile
+waits for its whole input. An op that is not `Tiling` is never fused.
+
+**Sharding** (tensor parallelism): `dialects.sharding.Sharding`, the op's loop indices.
+
 **Other facts**: `OnnxNames(...)` (trait): the ONNX (and ONNX Runtime gradient) op types an
 allocation file may name the op by; `InPlaceUpdate` (interface): the operands an op without
 results updates (optimizer steps, gradient accumulation).
@@ -161,6 +168,110 @@ class LoopNestOp(ABC):
         from dataclasses import replace
 
         return replace(sig, b=max(1, math.ceil(sig.b * rows / full)))
+
+
+# ---------------------------------------------------------------------- tiling
+
+Rows = tuple[int, int]
+
+
+def result_rank(op: Operation) -> int:
+    return len(op.results[0].type.get_shape()) if op.results else 0
+
+
+def elementwise_rows(op: Operation, index: int, axis: int, lo: int, hi: int) -> tuple[int, Rows] | None:
+    """The rows of operand `index` that result rows [lo, hi) along `axis` read when operands
+    align with the result from the right (element-wise, broadcasting): the same rows, or None
+    (the whole operand) along a broadcast axis."""
+    in_shape = tuple(op.operands[index].type.get_shape())
+    out_shape = tuple(op.results[0].type.get_shape())
+    own = axis - (len(out_shape) - len(in_shape))
+    if own < 0 or in_shape[own] != out_shape[axis]:
+        return None
+    return own, (lo, hi)
+
+
+class Tiling:
+    """How an op runs as tiles along one axis of its result (a fused stack). The defaults are
+    an element-wise op's: any axis, the same rows of every operand (a broadcast one whole)."""
+
+    def tiled_axes(self) -> tuple[int, ...]:
+        """Axes of the (first) result along which the op can run as tiles."""
+        return tuple(range(result_rank(self)))
+
+    def fuses_along(self, axis: int) -> bool:
+        """Whether the op can join a stack tiled along `axis` (one of its `tiled_axes`)."""
+        return True
+
+    def operand_rows(self, index: int, axis: int, lo: int, hi: int) -> tuple[int, Rows] | None:
+        """(operand axis, rows) of operand `index` that result rows [lo, hi) along `axis` read,
+        or None when a tile reads the whole operand."""
+        return elementwise_rows(self, index, axis, lo, hi)
+
+    def waits_for_all_rows(self) -> bool:
+        """Whether every tile needs the whole input computed first (batch statistics)."""
+        return False
+
+
+class SameRowsOfFirst(Tiling):
+    """A tile reads its own rows of operand 0 and the other operands whole (normalizations,
+    softmax: their other operands are parameters)."""
+
+    def operand_rows(self, index: int, axis: int, lo: int, hi: int) -> tuple[int, Rows] | None:
+        return (axis, (lo, hi)) if index == 0 else None
+
+
+class ProductTiling(Tiling):
+    """A product (or the gradient of its left operand) tiled along the rows of its left
+    operand (of dy): those rows, the right operand whole."""
+
+    def tiled_axes(self) -> tuple[int, ...]:
+        from dialects.base import bool_of
+
+        rank = result_rank(self)
+        return (rank - 2,) if rank >= 2 and not bool_of(self.trans_a) else ()
+
+    def operand_rows(self, index: int, axis: int, lo: int, hi: int) -> tuple[int, Rows] | None:
+        rank = len(self.operands[index].type.get_shape())
+        return (rank - 2, (lo, hi)) if index == 0 and rank >= 2 else None
+
+
+class WindowTiling(Tiling):
+    """A 2-D sliding window (convolution, pooling) tiled along its output rows: a tile reads the
+    input rows under its windows (strides, padding, dilation: neighbouring tiles overlap by the
+    halo), the other operands whole."""
+
+    def window_rows(self) -> tuple[int, int, int, int]:
+        """(kernel, stride, begin padding, dilation) along the rows (axis 2)."""
+        raise NotImplementedError
+
+    def tiled_axes(self) -> tuple[int, ...]:
+        return (2,) if result_rank(self) == 4 else ()
+
+    def operand_rows(self, index: int, axis: int, lo: int, hi: int) -> tuple[int, Rows] | None:
+        if index != 0:
+            return None
+        kernel, stride, pad, dilation = self.window_rows()
+        size = self.operands[0].type.get_shape()[2]
+        first = lo * stride - pad
+        last = (hi - 1) * stride - pad + (kernel - 1) * dilation + 1
+        return 2, (max(first, 0), min(last, size))
+
+
+class MovedAxisTiling(Tiling):
+    """An op that moves or stacks data (transpose, concat, split, reshape): a tile reads the same
+    rows of the operand axis the tiled axis comes from."""
+
+    def source_axis(self, axis: int) -> int | None:
+        """The operand axis result axis `axis` comes from, None when the op cuts across it."""
+        return axis
+
+    def fuses_along(self, axis: int) -> bool:
+        return self.source_axis(axis) is not None
+
+    def operand_rows(self, index: int, axis: int, lo: int, hi: int) -> tuple[int, Rows] | None:
+        moved = self.source_axis(axis)
+        return None if moved is None else (moved, (lo, hi))
 
 
 # ---------------------------------------------------------------------- other facts

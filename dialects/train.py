@@ -28,9 +28,10 @@ from typing import ClassVar
 
 from dialects.base import MonetOp, elem_of, expect, expect_shape, float_of, irdl_op_definition, is_float_type, shape_of
 from dialects.interfaces import InPlaceUpdate, OnnxNames, VectorWork
+from dialects.sharding import Sharding
 
 
-class OptimizerOp(MonetOp, InPlaceUpdate):
+class OptimizerOp(MonetOp, InPlaceUpdate, Sharding):
     """A per-parameter update; `param` and the state operands are overwritten in place.
 
     Subclasses declare their operands themselves, `param` and `grad` first: xDSL orders the

@@ -50,7 +50,8 @@ from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from dialects import grad, nn
+from dialects import nn
+from dialects.interfaces import LoopNestOp
 from dialects.base import shape_of
 from monet_ir import graph
 
@@ -207,11 +208,11 @@ def phase_ops(ops: list[Operation]) -> tuple[list[Operation], list[Operation]]:
 def weights_fit(op: Operation, memory: int) -> bool:
     """A tiled convolution or product reads its whole weight once per tile: fusing it pays only
     when the weight stays on chip across tiles (a quarter of the memory at most)."""
-    if memory <= 0 or not isinstance(op, nn.ConvOp | nn.MatMulOp | nn.GemmOp | grad.MatMulLhsGradOp):
+    if memory <= 0 or not isinstance(op, LoopNestOp):
         return True
     from monet_ir.types import tensor_bytes
 
-    return tensor_bytes(op.operands[1].type) <= memory / 4
+    return tensor_bytes(op.nest_values()[0].type) <= memory / 4  # the W role
 
 
 def auto_stacks(ops: list[Operation], memory: int = 0, backward: bool = False) -> list[tuple[int, list[Operation]]]:

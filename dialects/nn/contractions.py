@@ -26,7 +26,8 @@ from dialects.base import (
     raise_verify,
     shape_of,
 )
-from dialects.interfaces import LoopNestOp, OnnxNames, element_bits, matmul_loop_nest, matrix_axes
+from dialects.interfaces import LoopNestOp, OnnxNames, ProductTiling, WindowTiling, element_bits, matmul_loop_nest, matrix_axes
+from dialects.sharding import IndexMap, Sharding, broadcast_onto, conv_maps, matmul_maps
 
 
 class ConvGeometry(MonetOp):
@@ -75,7 +76,7 @@ class ConvGeometry(MonetOp):
 
 
 @irdl_op_definition
-class ConvOp(ConvGeometry, LoopNestOp):
+class ConvOp(ConvGeometry, LoopNestOp, WindowTiling, Sharding):
     """N-d convolution (ONNX Conv): x [N, C, *S], w [M, C/group, *K], optional bias [M].
 
     ```mlir
@@ -110,6 +111,10 @@ class ConvOp(ConvGeometry, LoopNestOp):
 
         return replace(sig, oy=rows)  # tiles are output rows
 
+    def window_rows(self) -> tuple[int, int, int, int]:
+        strides, pads, dilations, _ = self.geometry(len(shape_of(self.input.type)) - 2)
+        return shape_of(self.weight.type)[2], strides[0], pads[0], dilations[0]
+
     def verify_semantics(self) -> None:
         x, w = shape_of(self.input.type), shape_of(self.weight.type)
         expect(len(x) >= 3 and len(w) == len(x), self, "input and weight must have the same rank >= 3")
@@ -124,6 +129,15 @@ class ConvOp(ConvGeometry, LoopNestOp):
         expect_shape(self, "result", shape_of(self.result.type),
                      conv_output_shape(x, w, strides, pads, dilations))
 
+    def index_map(self) -> IndexMap | None:
+        if int_of(self.group, 1) != 1:
+            return None
+        x, w, y, window, c, m = conv_maps(len(shape_of(self.input.type)) - 2)
+        index = IndexMap([x, w], [y], norm=window, contraction=c)
+        if self.bias is not None:
+            index.operands.append([m])
+            index.additive = (2,)
+        return index
 
 @irdl_op_definition
 class ConvTransposeOp(ConvGeometry, LoopNestOp):
@@ -174,7 +188,7 @@ class ConvTransposeOp(ConvGeometry, LoopNestOp):
                      conv_transpose_output_shape(x, w, group, strides, pads, dilations, out_pad))
 
 
-class ProductOp(MonetOp, LoopNestOp):
+class ProductOp(MonetOp, LoopNestOp, ProductTiling, Sharding):
     """A product A B (`nn.gemm`, `nn.matmul`): A in the I role, B in W, the result in O."""
 
     NEST_ROLES: ClassVar[tuple[tuple[str, ...], str]] = (("I", "W", "O"), "O")
@@ -197,6 +211,17 @@ class ProductOp(MonetOp, LoopNestOp):
                 axes.append((index, first, second) if reduced_first else (index, second, first))
         return axes
 
+    def index_map(self) -> IndexMap | None:
+        a, b, y = (tuple(shape_of(v.type)) for v in (self.lhs, self.rhs, self.result))
+        if len(a) < 2 or len(b) < 2 or len(y) < 2:
+            return None
+        am, bm, out, _, _, k = matmul_maps(bool_of(self.trans_a), bool_of(self.trans_b), a, b, y)
+        index = IndexMap([am, bm], [out], contraction=k)
+        bias = getattr(self, "bias", None)
+        if bias is not None:
+            index.operands.append(broadcast_onto(tuple(shape_of(bias.type)), y, out))
+            index.additive = (2,)
+        return index
 
 @irdl_op_definition
 class GemmOp(ProductOp):

@@ -35,11 +35,12 @@ from dialects.base import (
     shape_of,
     str_of,
 )
-from dialects.interfaces import CostFree, OnnxNames, VectorWork
+from dialects.interfaces import CostFree, MovedAxisTiling, OnnxNames, Tiling, VectorWork
+from dialects.sharding import IndexMap, Sharding, joined_axis_map
 
 
 @irdl_op_definition
-class ReshapeOp(MonetOp):
+class ReshapeOp(MonetOp, MovedAxisTiling):
     """Reshape to the result type, which has the same number of elements. ONNX Reshape, Flatten,
     Squeeze and Unsqueeze all import as this op.
 
@@ -52,6 +53,10 @@ class ReshapeOp(MonetOp):
     traits = traits_def(Pure(), CostFree(), OnnxNames("Reshape"))
     assembly_format = operands_format("input")
 
+    def fuses_along(self, axis: int) -> bool:
+        a, b = shape_of(self.input.type), shape_of(self.result.type)
+        return len(a) > axis and a[: axis + 1] == b[: axis + 1]  # keeps the axes up to the tiled one
+
     def verify_semantics(self) -> None:
         a, b = shape_of(self.input.type), shape_of(self.result.type)
         expect(num_elements(a) == num_elements(b), self,
@@ -60,7 +65,7 @@ class ReshapeOp(MonetOp):
 
 
 @irdl_op_definition
-class TransposeOp(MonetOp):
+class TransposeOp(MonetOp, MovedAxisTiling, Sharding):
     """Permute axes (ONNX Transpose).
 
     `%y = nn.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x128x4x64xf32>) -> tensor<1x4x128x64xf32>`
@@ -73,6 +78,9 @@ class TransposeOp(MonetOp):
     traits = traits_def(Pure(), VectorWork(0, "data_movement"), OnnxNames("Transpose"))
     assembly_format = operands_format("input")
 
+    def source_axis(self, axis: int) -> int | None:
+        return ints_of(self.perm)[axis]
+
     def verify_semantics(self) -> None:
         x = shape_of(self.input.type)
         perm = ints_of(self.perm)
@@ -80,9 +88,12 @@ class TransposeOp(MonetOp):
         expect_shape(self, "result", shape_of(self.result.type), tuple(x[p] for p in perm))
         expect_same_elem(self, self.input.type, self.result.type)
 
+    def index_map(self) -> IndexMap | None:
+        perm = ints_of(self.perm)
+        return IndexMap([list(range(len(perm)))], [list(perm)])
 
 @irdl_op_definition
-class ExpandOp(MonetOp):
+class ExpandOp(MonetOp, Sharding):
     """Broadcast to the result type (ONNX Expand).
 
     `%y = nn.expand %x : (tensor<1x8xf32>) -> tensor<4x8xf32>`
@@ -105,7 +116,7 @@ class ExpandOp(MonetOp):
 
 
 @irdl_op_definition
-class ConcatOp(MonetOp):
+class ConcatOp(MonetOp, MovedAxisTiling, Sharding):
     """Concatenate along `axis` (ONNX Concat).
 
     `%y = nn.concat %a, %b {axis = 1 : i64} : (tensor<1x8xf32>, tensor<1x4xf32>) -> tensor<1x12xf32>`
@@ -117,6 +128,10 @@ class ConcatOp(MonetOp):
     result = result_def(TensorType)
     traits = traits_def(Pure(), VectorWork(0, "data_movement"))
     assembly_format = "$inputs " + FUNCTIONAL
+
+    def source_axis(self, axis: int) -> int | None:
+        rank = len(shape_of(self.results[0].type))
+        return axis if self.axis.value.data % rank != axis else None  # not across the joined axis
 
     def verify_semantics(self) -> None:
         expect(len(self.inputs) >= 1, self, "needs at least one operand")
@@ -135,9 +150,11 @@ class ConcatOp(MonetOp):
         expect_shape(self, "result", shape_of(self.result.type), want)
         expect_same_elem(self, *(v.type for v in self.inputs), self.result.type)
 
+    def index_map(self) -> IndexMap | None:
+        return joined_axis_map(self)
 
 @irdl_op_definition
-class SplitOp(MonetOp):
+class SplitOp(MonetOp, MovedAxisTiling, Sharding):
     """Split along `axis` into pieces of the result sizes (ONNX Split).
 
     `%a, %b = nn.split %x {axis = 2 : i64} : (tensor<1x128x768xf32>) -> (tensor<1x128x256xf32>, tensor<1x128x512xf32>)`
@@ -149,6 +166,10 @@ class SplitOp(MonetOp):
     outputs = var_result_def(TensorType)
     traits = traits_def(Pure(), VectorWork(0, "data_movement"))
     assembly_format = operands_format("input")
+
+    def source_axis(self, axis: int) -> int | None:
+        rank = len(shape_of(self.results[0].type))
+        return axis if self.axis.value.data % rank != axis else None  # not across the joined axis
 
     def verify_semantics(self) -> None:
         x = shape_of(self.input.type)
@@ -165,6 +186,8 @@ class SplitOp(MonetOp):
         expect(sum(s[axis] for s in shapes) == x[axis], self,
                f"result sizes along axis {axis} do not add up to {x[axis]}")
 
+    def index_map(self) -> IndexMap | None:
+        return joined_axis_map(self)
 
 @irdl_op_definition
 class SliceOp(MonetOp):
@@ -352,7 +375,7 @@ class PadOp(MonetOp):
 
 
 @irdl_op_definition
-class DropoutOp(MonetOp):
+class DropoutOp(MonetOp, Tiling, Sharding):
     """Dropout in training mode (ONNX Dropout): y = x * mask / (1 - ratio), mask ~ Bernoulli.
 
     `%y, %mask = nn.dropout %x {ratio = 0.1 : f64, seed = 0 : i64} : (tensor<1x128x256xf32>) -> (tensor<1x128x256xf32>, tensor<1x128x256xi1>)`

@@ -34,10 +34,11 @@ from dialects.base import (
     shape_of,
     str_of,
 )
-from dialects.interfaces import OnnxNames, VectorWork
+from dialects.interfaces import OnnxNames, SameRowsOfFirst, Tiling, VectorWork
+from dialects.sharding import IndexMap, Sharding, normalizing_map
 
 
-class UnaryOp(MonetOp):
+class UnaryOp(MonetOp, Tiling, Sharding):
     """An element-wise op whose result has the operand's type."""
 
     T: ClassVar = VarConstraint("T", AnyAttr())
@@ -180,8 +181,11 @@ class NotOp(UnaryOp):
         expect(elem_of(self.input.type) == i1, self, "operand must be a tensor of i1")
 
 
-class AxisUnaryOp(UnaryOp):
+class AxisUnaryOp(UnaryOp, SameRowsOfFirst):
     axis = prop_def(IntegerAttr)
+
+    def fuses_along(self, axis: int) -> bool:
+        return self.axis.value.data % len(shape_of(self.result.type)) != axis  # not the softmax's own axis
 
     def verify_semantics(self) -> None:
         super().verify_semantics()
@@ -191,6 +195,9 @@ class AxisUnaryOp(UnaryOp):
         except ValueError as e:
             raise_verify(self, str(e))
 
+    def index_map(self) -> IndexMap | None:
+        rank = len(shape_of(self.result.type))
+        return normalizing_map(self, {normalize_axis(int_of(self.axis, -1), rank)})  # not split along its axis
 
 @irdl_op_definition
 class SoftmaxOp(AxisUnaryOp):
@@ -208,7 +215,7 @@ class LogSoftmaxOp(AxisUnaryOp):
     traits = traits_def(VectorWork(7, "softmax"))
 
 
-class BinaryOp(MonetOp):
+class BinaryOp(MonetOp, Tiling, Sharding):
     """An element-wise op with ONNX (numpy) multidirectional broadcasting."""
 
     lhs = operand_def(TensorType)
@@ -312,7 +319,7 @@ class AndOp(BinaryOp):
 
 
 @irdl_op_definition
-class WhereOp(MonetOp):
+class WhereOp(MonetOp, Tiling, Sharding):
     """Select by a boolean condition, with broadcasting.
 
     `%z = nn.where %m, %a, %b : (tensor<8x8xi1>, tensor<f32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>`
@@ -338,7 +345,7 @@ class WhereOp(MonetOp):
 
 
 @irdl_op_definition
-class SumOp(MonetOp):
+class SumOp(MonetOp, Tiling, Sharding):
     """Element-wise sum of any number of tensors, with broadcasting.
 
     `%s = nn.sum %a, %b, %c : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>`
@@ -362,7 +369,7 @@ class SumOp(MonetOp):
 
 
 @irdl_op_definition
-class CastOp(MonetOp):
+class CastOp(MonetOp, Tiling, Sharding):
     """Element type conversion; the result type names the target type.
 
     `%y = nn.cast %m : (tensor<8x8xi1>) -> tensor<8x8xf32>`

@@ -8,6 +8,7 @@ from xdsl.traits import Pure
 
 from dialects.base import (
     MonetOp,
+    bool_of,
     broadcast_shapes,
     expect,
     expect_float,
@@ -19,11 +20,12 @@ from dialects.base import (
     raise_verify,
     shape_of,
 )
-from dialects.interfaces import OnnxNames, VectorWork
+from dialects.interfaces import OnnxNames, SameRowsOfFirst, VectorWork
+from dialects.sharding import IndexMap, Sharding
 
 
 @irdl_op_definition
-class BatchNormOp(MonetOp):
+class BatchNormOp(MonetOp, SameRowsOfFirst, Sharding):
     """Batch normalization over all axes but 1 (ONNX BatchNormalization).
 
     With `training = true` it normalizes with the batch statistics (training_mode=1); the update
@@ -48,6 +50,10 @@ class BatchNormOp(MonetOp):
     traits = traits_def(Pure(), VectorWork(6, "norm"), OnnxNames("BatchNormalization"))
     assembly_format = operands_format("input", "scale", "bias", "mean", "var")
 
+    def waits_for_all_rows(self) -> bool:
+        # a tile normalizes its own rows, but the batch statistics need every row first
+        return bool_of(self.training)
+
     def verify_semantics(self) -> None:
         x = shape_of(self.input.type)
         expect(len(x) >= 2, self, "input must have rank >= 2")
@@ -56,9 +62,12 @@ class BatchNormOp(MonetOp):
         expect_shape(self, "result", shape_of(self.result.type), x)
         expect_float(self, "input", self.input.type)
 
+    def index_map(self) -> IndexMap | None:
+        rank = len(shape_of(self.input.type))  # statistics per channel (axis 1)
+        return IndexMap([list(range(rank))] + [[1]] * 4, [list(range(rank))], norm={0} | set(range(2, rank)))
 
 @irdl_op_definition
-class LayerNormOp(MonetOp):
+class LayerNormOp(MonetOp, SameRowsOfFirst, Sharding):
     """Layer normalization over axes [axis, rank) (ONNX LayerNormalization).
 
     ```mlir
@@ -80,6 +89,9 @@ class LayerNormOp(MonetOp):
     def norm_axis(self) -> int:
         return normalize_axis(int_of(self.axis, -1), len(shape_of(self.input.type)))
 
+    def fuses_along(self, axis: int) -> bool:
+        return axis < self.norm_axis()  # not along the normalized axes
+
     def verify_semantics(self) -> None:
         x = shape_of(self.input.type)
         try:
@@ -97,3 +109,8 @@ class LayerNormOp(MonetOp):
                 expect(ok, self, f"{what} shape {list(shape_of(v.type))} does not broadcast to {list(normalized)}")
         expect_shape(self, "result", shape_of(self.result.type), x)
         expect_float(self, "input", self.input.type)
+
+    def index_map(self) -> IndexMap | None:
+        rank = len(shape_of(self.input.type))
+        full, tail = list(range(rank)), list(range(self.norm_axis(), rank))
+        return IndexMap([full] + [tail] * (len(self.operands) - 1), [full] * len(self.results), norm=set(tail))

@@ -22,10 +22,11 @@ from dialects.base import (
     reduce_shape,
     shape_of,
 )
-from dialects.interfaces import OnnxNames, PoolWork, ReductionWork, VectorWork
+from dialects.interfaces import OnnxNames, PoolWork, ReductionWork, VectorWork, WindowTiling
+from dialects.sharding import IndexMap, Sharding, pool_map
 
 
-class PoolOp(MonetOp):
+class PoolOp(MonetOp, WindowTiling, Sharding):
     input = operand_def(TensorType)
     kernel_shape = prop_def(DenseArrayBase)
     strides = opt_prop_def(DenseArrayBase)
@@ -48,6 +49,10 @@ class PoolOp(MonetOp):
             bool_of(self.ceil_mode),
         )
 
+    def window_rows(self) -> tuple[int, int, int, int]:
+        kernel, strides, pads, dilations, _ = self.window()
+        return kernel[0], strides[0], pads[0], dilations[0]
+
     def verify_semantics(self) -> None:
         x = shape_of(self.input.type)
         kernel, strides, pads, dilations, ceil_mode = self.window()
@@ -57,6 +62,8 @@ class PoolOp(MonetOp):
         expect_shape(self, "result", shape_of(self.result.type),
                      pool_output_shape(x, kernel, strides, pads, dilations, ceil_mode))
 
+    def index_map(self) -> IndexMap | None:
+        return pool_map(self, gradient=False)
 
 @irdl_op_definition
 class MaxPoolOp(PoolOp):
@@ -82,7 +89,7 @@ class AvgPoolOp(PoolOp):
 
 
 @irdl_op_definition
-class GlobalAvgPoolOp(MonetOp):
+class GlobalAvgPoolOp(MonetOp, Sharding):
     """Mean over all spatial axes, kept as size 1 (ONNX GlobalAveragePool).
 
     `%y = nn.global_avg_pool %x : (tensor<1x512x7x7xf32>) -> tensor<1x512x1x1xf32>`
@@ -99,11 +106,13 @@ class GlobalAvgPoolOp(MonetOp):
         expect(len(x) >= 3, self, "input must have rank >= 3")
         expect_shape(self, "result", shape_of(self.result.type), (x[0], x[1]) + (1,) * (len(x) - 2))
 
+    def index_map(self) -> IndexMap | None:
+        return pool_map(self, gradient=False)
 
 # ----------------------------------------------------------------------------- reductions
 
 
-class ReduceOp(MonetOp):
+class ReduceOp(MonetOp, Sharding):
     input = operand_def(TensorType)
     axes = opt_prop_def(DenseArrayBase)
     keepdims = opt_prop_def(BoolAttr)
@@ -124,6 +133,15 @@ class ReduceOp(MonetOp):
             return
         expect_shape(self, "result", shape_of(self.result.type), want)
 
+    def index_map(self) -> IndexMap | None:
+        # linear: a split reduced axis gives a partial sum
+        rank = len(shape_of(self.input.type))
+        reduced = set(self.reduced_axes())
+        if bool_of(self.keepdims, True):
+            out = [None if i in reduced else i for i in range(rank)]
+        else:
+            out = [i for i in range(rank) if i not in reduced]
+        return IndexMap([list(range(rank))], [out])
 
 @irdl_op_definition
 class ReduceSumOp(ReduceOp):

@@ -5,7 +5,7 @@ the step of one of `tp` chips that share every split product. Each value of the 
 *sharding*: replicated (every chip holds it whole), split along one axis (each chip holds
 1/tp of it: `S(axis)`), or a partial sum (each chip holds a whole tensor, the value is the sum
 over the chips: `P`). Every op describes its loop indices (an einsum-like map of its operand
-and result axes); a split index flows from operands to results, a split index the op sums over
+and result axes: its `Sharding` interface, `dialects.sharding`); a split index flows from operands to results, a split index the op sums over
 (a contraction) gives a partial sum.
 
 **Choosing the splits (forward ops only).** A *candidate* is a product (`nn.matmul`, `nn.gemm`,
@@ -55,6 +55,8 @@ from typing import Any
 from xdsl.dialects.builtin import FunctionType, TensorType
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
+from dialects.sharding import IndexMap, Sharding
+from dialects.sharding import shape as _shape
 from monet_ir.errors import MonetError
 
 PARTIAL = "P"
@@ -64,179 +66,10 @@ class TensorParallelError(MonetError):
     """The step has nothing tensor parallelism can split, or tp does not divide a split axis."""
 
 
-@dataclass
-class IndexMap:
-    """Loop indices of an op: per operand and per result, the index of each axis (None: a
-    broadcast axis of size 1). `norm` indices must not be split (the op normalizes or selects
-    along them); an index absent from a result is summed for it (linear), unless it is `norm`.
-    `additive`: operands added to the product (a gemm's or conv's bias)."""
-
-    operands: list[list[int | None]]
-    results: list[list[int | None]]
-    norm: set[int] = field(default_factory=set)
-    additive: tuple[int, ...] = ()
-    weight_operand: int | None = None  # a product's weight (the other operand is the activation)
-    features: int | None = None  # a product's output-feature index (its weight's non-contracted index)
-    contraction: int | None = None
-
-
-def _shape(v: SSAValue) -> tuple[int, ...]:
-    from dialects.base import shape_of
-
-    return tuple(shape_of(v.type))
-
-
-def _elementwise(op: Operation) -> IndexMap:
-    shapes = [_shape(v) for v in op.operands] + [_shape(r) for r in op.results]
-    rank = max((len(s) for s in shapes), default=0)
-    ref = [1] * rank
-    for s in shapes:
-        for i, d in enumerate(s):
-            axis = i + rank - len(s)
-            if d != 1:
-                ref[axis] = d
-
-    def axes(s: tuple[int, ...]) -> list[int | None]:
-        off = rank - len(s)
-        return [i + off if (d == ref[i + off] and (d != 1 or ref[i + off] == 1)) else None for i, d in enumerate(s)]
-
-    return IndexMap([axes(_shape(v)) for v in op.operands], [axes(_shape(r)) for r in op.results])
-
-
-def _matmul_axes(op, a_rank: int, b_rank: int, out_rank: int, a_shape, b_shape, out_shape):
-    from dialects.base import bool_of
-
-    ta, tb = bool_of(getattr(op, "trans_a", None)), bool_of(getattr(op, "trans_b", None))
-    nb = out_rank - 2
-    M, N, K = nb, nb + 1, nb + 2
-
-    def batch(shape, rank):
-        off = nb - (rank - 2)
-        return [(i + off) if shape[i] == out_shape[i + off] and (shape[i] != 1 or out_shape[i + off] == 1) else None
-                for i in range(rank - 2)]
-
-    a = batch(a_shape, a_rank) + ([K, M] if ta else [M, K])
-    b = batch(b_shape, b_rank) + ([N, K] if tb else [K, N])
-    out = list(range(nb)) + [M, N]
-    return a, b, out, M, N, K
-
-
 def index_map(op: Operation) -> IndexMap | None:
-    """The op's loop indices, or None when the op is opaque to sharding (its operands are
-    gathered whole and its results replicated)."""
-    from dialects import grad, nn, train
-    from dialects.base import int_of, normalize_axis
-    from dialects.nn import elementwise as ew
-
-    if isinstance(op, ew.AxisUnaryOp | grad.SoftmaxGradOp | grad.LogSoftmaxGradOp):
-        m = _elementwise(op)
-        rank = len(_shape(op.results[0]))
-        m.norm = {normalize_axis(int_of(op.axis, -1), rank)}
-        return m
-    if isinstance(op, ew.UnaryOp | ew.BinaryOp | nn.WhereOp | nn.SumOp | nn.CastOp | nn.ExpandOp
-                  | grad.ElementwiseGradOp | grad.BroadcastBinaryGradOp | train.OptimizerOp | nn.DropoutOp):
-        return _elementwise(op)
-    if isinstance(op, grad.UnbroadcastOp):
-        dy, r = _shape(op.grad), _shape(op.result)
-        off = len(dy) - len(r)
-        return IndexMap([list(range(len(dy)))], [[i + off if d == dy[i + off] else None for i, d in enumerate(r)]])
-    if isinstance(op, nn.ReduceSumOp | nn.ReduceMeanOp):  # linear: a split reduced axis gives a partial sum
-        rank = len(_shape(op.input))
-        reduced = set(op.reduced_axes())
-        from dialects.base import bool_of
-
-        keep = bool_of(op.keepdims, True)
-        out = [None if i in reduced else i for i in range(rank)] if keep else [i for i in range(rank) if i not in reduced]
-        return IndexMap([list(range(rank))], [out])
-    if isinstance(op, nn.TransposeOp):
-        from dialects.base import ints_of
-
-        perm = ints_of(op.perm)
-        return IndexMap([list(range(len(perm)))], [list(perm)])
-    if isinstance(op, nn.SplitOp | nn.ConcatOp):
-        rank = len(_shape(op.results[0]))
-        axis = normalize_axis(int_of(op.axis), rank)
-        m = IndexMap([list(range(rank)) for _ in op.operands], [list(range(rank)) for _ in op.results])
-        m.features = axis  # the axis the op cuts or joins (see `_split_concat`)
-        return m
-    if isinstance(op, nn.MatMulOp | nn.GemmOp | grad.MatMulLhsGradOp | grad.MatMulRhsGradOp):
-        if isinstance(op, grad.MatMulLhsGradOp):
-            dy, b, a = _shape(op.grad), _shape(op.rhs), _shape(op.result)
-        elif isinstance(op, grad.MatMulRhsGradOp):
-            dy, a, b = _shape(op.grad), _shape(op.lhs), _shape(op.result)
-        else:
-            a, b, dy = _shape(op.lhs), _shape(op.rhs), _shape(op.result)
-        if len(a) < 2 or len(b) < 2 or len(dy) < 2:
-            return None
-        am, bm, out, M, N, K = _matmul_axes(op, len(a), len(b), len(dy), a, b, dy)
-        if isinstance(op, grad.MatMulLhsGradOp):
-            return IndexMap([out, bm], [am])
-        if isinstance(op, grad.MatMulRhsGradOp):
-            return IndexMap([out, am], [bm])
-        m = IndexMap([am, bm], [out], contraction=K)
-        if isinstance(op, nn.GemmOp) and op.bias is not None:
-            m.operands.append(_broadcast_onto(_shape(op.bias), dy, out))
-            m.additive = (2,)
-        return m
-    if isinstance(op, nn.ConvOp | grad.ConvInputGradOp | grad.ConvWeightGradOp | grad.ConvBiasGradOp):
-        if isinstance(op, grad.ConvBiasGradOp):
-            rank = len(_shape(op.grad))
-            return IndexMap([[0, 1] + [None] * 0 + list(range(3, rank + 1))], [[1]],
-                            norm=set(range(3, rank + 1)))
-        if int_of(op.group, 1) != 1:
-            return None
-        if isinstance(op, nn.ConvOp):
-            rank = len(_shape(op.input))
-        elif isinstance(op, grad.ConvInputGradOp):
-            rank = len(_shape(op.result))
-        else:
-            rank = len(_shape(op.input))
-        sp = rank - 2
-        N, C, M = 0, 1, 2
-        xs, ws, ys = ([3 + i for i in range(sp)], [3 + sp + i for i in range(sp)], [3 + 2 * sp + i for i in range(sp)])
-        x, w, y = [N, C] + xs, [M, C] + ws, [N, M] + ys
-        norm = set(xs + ws + ys)
-        if isinstance(op, nn.ConvOp):
-            m = IndexMap([x, w], [y], norm=norm, contraction=C)
-            if op.bias is not None:
-                m.operands.append([M])
-                m.additive = (2,)
-            return m
-        if isinstance(op, grad.ConvInputGradOp):
-            return IndexMap([y, w], [x], norm=norm)
-        return IndexMap([y, x], [w], norm=norm)
-    if isinstance(op, nn.BatchNormOp):
-        rank = len(_shape(op.input))
-        return IndexMap([list(range(rank))] + [[1]] * 4, [list(range(rank))], norm={0} | set(range(2, rank)))
-    if isinstance(op, grad.BatchNormGradOp):
-        rank = len(_shape(op.input))
-        full = list(range(rank))
-        return IndexMap([full, full, [1]], [full, [1], [1]], norm={0} | set(range(2, rank)))
-    if isinstance(op, nn.LayerNormOp | grad.LayerNormGradOp):
-        rank = len(_shape(op.input))
-        axis = normalize_axis(int_of(op.axis, -1), rank)
-        full = list(range(rank))
-        tail = list(range(axis, rank))
-        norm = set(tail)
-        if isinstance(op, nn.LayerNormOp):
-            return IndexMap([full] + [tail] * (len(op.operands) - 1), [full] * len(op.results), norm=norm)
-        return IndexMap([full, full, tail], [full, tail, tail], norm=norm)
-    if isinstance(op, nn.MaxPoolOp | nn.AvgPoolOp | grad.MaxPoolGradOp | grad.AvgPoolGradOp | nn.GlobalAvgPoolOp
-                  | grad.GlobalAvgPoolGradOp):
-        rank = len(_shape(op.operands[0]))
-        sp_in = list(range(2, rank))
-        sp_out = [rank + i for i in range(rank - 2)]
-        ins = [[0, 1] + (sp_out if isinstance(op, grad.PoolGradOp | grad.GlobalAvgPoolGradOp) and k == 0 else sp_in)
-               for k, _ in enumerate(op.operands)]
-        res = [[0, 1] + (sp_in if isinstance(op, grad.PoolGradOp | grad.GlobalAvgPoolGradOp) else sp_out)
-               for _ in op.results]
-        return IndexMap(ins, res, norm=set(sp_in + sp_out))
-    return None
-
-
-def _broadcast_onto(s: tuple[int, ...], out_shape: tuple[int, ...], out_labels: list[int]) -> list[int | None]:
-    off = len(out_shape) - len(s)
-    return [out_labels[i + off] if d == out_shape[i + off] and d != 1 else None for i, d in enumerate(s)]
+    """The op's loop indices (its `Sharding` interface, `dialects.sharding`), or None when the
+    op is opaque to sharding (its operands are gathered whole and its results replicated)."""
+    return op.index_map() if isinstance(op, Sharding) else None
 
 
 def reshape_axis(src: tuple[int, ...], dst: tuple[int, ...], axis: int) -> tuple[int | None, str]:
@@ -317,12 +150,10 @@ class _Prop:
 
 
 def _is_product(op: Operation) -> bool:
-    from dialects import nn
-    from dialects.base import int_of
-
-    if isinstance(op, nn.ConvOp):
-        return int_of(op.group, 1) == 1
-    return isinstance(op, nn.MatMulOp | nn.GemmOp)
+    """A forward product whose contraction can be split (a matmul, a gemm, a convolution of one
+    group): its index map sums over a contraction index."""
+    m = index_map(op)
+    return m is not None and m.contraction is not None
 
 
 def _param_args(fn) -> dict[BlockArgument, Any]:
