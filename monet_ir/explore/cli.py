@@ -306,7 +306,7 @@ def run_explore(args: argparse.Namespace) -> None:
     if args.exact:
         lines.append("")
         lines.append(exact_comparison(evaluator, result, budget, out, milp, outputs, args))
-    files = ("front.csv, front.json, evaluated.csv, chosen.json, search_state.pkl, search.log"
+    files = (f"front.csv, front.json, evaluated.csv, chosen.json, {saved.STATE_FILE}, search.log"
              + ("" if args.no_plots else f", pareto.{args.plot_format}"))
     lines.append("")
     lines.append(f"  wrote {out}/ {files}" + (", milp.json, milp.csv" if args.exact else ""))

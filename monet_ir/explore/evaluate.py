@@ -302,6 +302,15 @@ class CheckpointCost:
     saved_bytes: int
 
 
+@dataclass(frozen=True)
+class FailedCost:
+    """A checkpoint-objective evaluation that raised: its one-line reason, infinite costs."""
+
+    error: str
+    recompute_cycles: float = math.inf
+    saved_bytes: float = math.inf
+
+
 # ---------------------------------------------------------------------- costs
 
 

@@ -65,6 +65,7 @@ from monet_ir.explore.evaluate import (
     TILE_CHOICES,
     Evaluation,
     Evaluator,
+    FailedCost,
     FusionGene,
     PagingGene,
     StepConfig,
@@ -198,15 +199,6 @@ def seed_genomes(evaluator: Evaluator, spec: GenomeSpec, budget: int | None = No
 
 
 # ---------------------------------------------------------------------- evaluation (dispatched)
-
-
-@dataclass(frozen=True)
-class FailedCost:
-    """A checkpoint-objective evaluation that raised: its one-line reason, infinite costs."""
-
-    error: str
-    recompute_cycles: float = math.inf
-    saved_bytes: float = math.inf
 
 
 def evaluate_candidate(evaluator: Evaluator, objective: str, candidate: Candidate) -> Any:
@@ -559,7 +551,7 @@ def run_search(
     settings = search_settings(evaluator, spec, objective=objective, population=mu, seed=seed, budget=budget,
                                cxpb=cxpb, mutpb=mutpb, greedy_seed=greedy_seed)
     if resume is not None:
-        saved.check(resume, settings, checkpoint or "")
+        saved.check(resume, settings, checkpoint or "", sizes, objective)
         if resume.generation > generations:
             raise UsageError(f"--resume {checkpoint or ''}: the saved search has run {resume.generation} generations, "
                              f"more than --generations {generations}")
