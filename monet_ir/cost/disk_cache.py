@@ -13,7 +13,12 @@ this process, and stores what it priced. An entry is keyed by
 - the op signature, `repr` of the LoopNestSig/VectorSig (every field).
 
 The value is the Cost's fields as JSON (floats round-trip exactly, the breakdown keeps its order),
-so a report is byte-identical with and without the cache.
+so a report is byte-identical with and without the cache. Each entry carries a checksum, the
+SHA-256 of its key and value (`entry_checksum`): an entry edited in place or corrupted (SQLite's
+own integrity check does not see a changed value), one whose fields are not a Cost's, or one
+moved under another key is ignored, the op priced afresh and the entry written again, with one
+notice on stderr per process. (The checksum catches corruption and edits, not a forger who
+recomputes it: the cache is a speed-up of one user's runs, not a file to take from others.)
 
 Location: `$MONET_COST_CACHE` if it names a file; else `$XDG_CACHE_HOME/monet/costs.sqlite`
 (`~/.cache/monet/costs.sqlite` when XDG_CACHE_HOME is unset). `MONET_COST_CACHE=off` (or `0`,
@@ -30,12 +35,14 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-COST_MODEL_VERSION = "1"
+COST_MODEL_VERSION = "2"  # 2: entries carry a checksum (table costs_v2)
 ENV = "MONET_COST_CACHE"
 OFF = ("off", "0", "no", "false", "none")
 _SOURCES = ("monet_ir/cost", "targets/model.py")
 
-_state: dict[str, Any] = {}  # "pid", "db" (sqlite3 connection or None), "rows" {core key: {sig: json}}
+TABLE = "costs_v2"
+
+_state: dict[str, Any] = {}  # "pid", "db" (sqlite3 connection or None), "rows" {core key: {sig: (json, checksum)}}
 
 
 def cache_path() -> Path | None:
@@ -93,8 +100,8 @@ def _db() -> Any:
         db = sqlite3.connect(str(path), timeout=5.0, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("CREATE TABLE IF NOT EXISTS costs (core TEXT NOT NULL, sig TEXT NOT NULL, cost TEXT NOT NULL, "
-                   "PRIMARY KEY (core, sig)) WITHOUT ROWID")
+        db.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (core TEXT NOT NULL, sig TEXT NOT NULL, cost TEXT NOT NULL, "
+                   "checksum TEXT NOT NULL, PRIMARY KEY (core, sig)) WITHOUT ROWID")
     except (OSError, sqlite3.Error):
         return None
     _state["db"] = db
@@ -105,19 +112,27 @@ def _disable() -> None:
     _state["db"] = None
 
 
-def _rows(db: Any, core: str) -> dict[str, str]:
-    """Every stored cost of one core description, read at once."""
+def _rows(db: Any, core: str) -> dict[str, tuple[str, str]]:
+    """Every stored cost of one core description (value, checksum), read at once."""
     rows = _state["rows"].get(core)
     if rows is None:
         import sqlite3
 
         try:
-            rows = dict(db.execute("SELECT sig, cost FROM costs WHERE core = ?", (core,)))
+            rows = {sig: (cost, checksum) for sig, cost, checksum
+                    in db.execute(f"SELECT sig, cost, checksum FROM {TABLE} WHERE core = ?", (core,))}
         except sqlite3.Error:
             _disable()
             rows = {}
         _state["rows"][core] = rows
     return rows
+
+
+def entry_checksum(core: str, sig: str, cost: str) -> str:
+    """The checksum of an entry: SHA-256 of its key (core description, signature) and value."""
+    import hashlib
+
+    return hashlib.sha256(f"{core}\0{sig}\0{cost}".encode()).hexdigest()
 
 
 def encode(cost: Any) -> str:
@@ -128,27 +143,62 @@ def encode(cost: Any) -> str:
     return json.dumps(values)
 
 
+_NUMBERS = ("latency_cycles", "energy_pj", "utilization")
+_INTEGERS = ("mem_bytes", "dram_bytes")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def decode(text: str, core_id: int) -> Any:
+    """The Cost of a stored value; ValueError when the value is not a Cost's fields and types."""
     import json
 
     from .signature import Cost, frozen_mapping
 
     values = json.loads(text)
-    values["breakdown_pj"] = frozen_mapping(dict(values["breakdown_pj"]))
+    expected = {f.name for f in fields(Cost)} - {"core"}
+    if not isinstance(values, dict) or set(values) != expected:
+        raise ValueError("not the fields of a cost")
+    breakdown = values["breakdown_pj"]
+    if (not all(_is_number(values[name]) for name in _NUMBERS)
+            or not all(isinstance(values[name], int) and not isinstance(values[name], bool) for name in _INTEGERS)
+            or not isinstance(values["mapping"], str) or not isinstance(breakdown, list)
+            or not all(isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and _is_number(item[1])
+                       for item in breakdown)):
+        raise ValueError("a field of the wrong type")
+    values["breakdown_pj"] = frozen_mapping(dict(breakdown))
     return Cost(core=core_id, **values)
 
 
+def _notice_bad_entry() -> None:
+    if _state.get("noticed"):
+        return
+    _state["noticed"] = True
+    import sys
+
+    print(f"monet: notice: the cost cache {cache_path()} holds entries that fail their checksum (edited or "
+          f"corrupted): they are not used, their ops are priced afresh", file=sys.stderr)
+
+
 def get(sig: Any, core: Any) -> Any:
-    """The stored Cost of `sig` on `core` (with the core's id), or None."""
+    """The stored Cost of `sig` on `core` (with the core's id), or None (not stored, or an entry
+    that fails its checksum or does not decode: see the module docstring)."""
     db = _db()
     if db is None:
         return None
-    text = _rows(db, core_key(core)).get(repr(sig))
-    if text is None:
+    key, sig_text = core_key(core), repr(sig)
+    entry = _rows(db, key).get(sig_text)
+    if entry is None:
         return None
+    text, checksum = entry
     try:
+        if checksum != entry_checksum(key, sig_text, text):
+            raise ValueError("checksum")
         return decode(text, core.id)
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, RecursionError):
+        _notice_bad_entry()
         return None
 
 
@@ -158,17 +208,21 @@ def put(sig: Any, core: Any, cost: Any) -> None:
     if db is None:
         return
     text = encode(cost)
-    if decode(text, cost.core) != cost:
+    try:
+        if decode(text, cost.core) != cost:
+            return
+    except ValueError:  # (a field of a type the cache does not keep)
         return
-    key = core_key(core)
+    key, sig_text = core_key(core), repr(sig)
+    checksum = entry_checksum(key, sig_text, text)
     import sqlite3
 
     try:
-        db.execute("INSERT OR REPLACE INTO costs VALUES (?, ?, ?)", (key, repr(sig), text))
+        db.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?)", (key, sig_text, text, checksum))
     except sqlite3.Error:
         _disable()
         return
-    _rows(db, key)[repr(sig)] = text
+    _rows(db, key)[sig_text] = (text, checksum)
 
 
 def reset() -> None:

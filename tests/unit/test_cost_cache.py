@@ -35,7 +35,7 @@ def _rows(path: Path) -> int:
     import sqlite3
 
     with sqlite3.connect(path) as db:
-        return db.execute("SELECT COUNT(*) FROM costs").fetchone()[0]
+        return db.execute(f"SELECT COUNT(*) FROM {disk_cache.TABLE}").fetchone()[0]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
