@@ -73,13 +73,25 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     return tuple(kinds)
 
 
+MAX_MESSAGE_CHARS = 1000
+MAX_MESSAGE_LINES = 100
+
+
 def one_line_messages(error: BaseException) -> list[str]:
     """One printable line per problem; control characters a malformed file put in a name
-    (a carriage return in an op type) are shown escaped so a problem never spans lines."""
-    return [_printable(line) for line in _messages(error)]
+    (a carriage return in an op type) are shown escaped so a problem never spans lines. A line
+    is cut at `MAX_MESSAGE_CHARS` characters and at most `MAX_MESSAGE_LINES` lines are given
+    (then one saying how many more): what a message quotes from a file is bounded."""
+    lines = _messages(error)
+    shown = [_printable(line) for line in lines[:MAX_MESSAGE_LINES]]
+    if len(lines) > MAX_MESSAGE_LINES:
+        shown.append(f"... and {len(lines) - MAX_MESSAGE_LINES} more problems")
+    return shown
 
 
 def _printable(line: str) -> str:
+    if len(line) > MAX_MESSAGE_CHARS:
+        line = line[:MAX_MESSAGE_CHARS] + f"... ({len(line) - MAX_MESSAGE_CHARS:,} more characters)"
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in line)
 
 

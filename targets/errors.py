@@ -19,6 +19,9 @@ class TargetError(MonetError):
         super().__init__("\n".join(self.problems))
 
 
+MAX_PROBLEM_CHARS = 400
+
+
 class Problems:
     """Collects validation problems of one file; `raise_if_any` turns them into a TargetError."""
 
@@ -27,8 +30,11 @@ class Problems:
         self.lines: list[str] = []
 
     def add(self, path: str, problem: str, file: str | None = None) -> None:
-        # Newlines inside a problem would break the one-line-per-problem contract.
+        # Newlines inside a problem would break the one-line-per-problem contract; a value
+        # quoted from the file is cut to a readable length
         text = " ".join(str(problem).split())
+        if len(text) > MAX_PROBLEM_CHARS:
+            text = text[:MAX_PROBLEM_CHARS - 3] + "..."
         self.lines.append(f"{file or self.file}: {path or '<top>'}: {text}")
 
     def extend(self, other: "Problems") -> None:

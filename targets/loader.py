@@ -9,7 +9,9 @@ Formats are told apart by their top-level keys:
 * anything else is read as our own format (``cores`` is a list).
 
 Every problem of a file is collected and raised together as one `TargetError`, one line each.
-`yaml` is imported inside the functions that parse, to keep ``import targets`` cheap.
+`yaml` is imported inside the functions that parse, to keep ``import targets`` cheap. Every file
+is read through `monet_ir.untrusted` (alias expansion, nesting and size bounded before any value
+is looked at).
 """
 
 from __future__ import annotations
@@ -44,16 +46,22 @@ def parse_yaml(path: str, problems: Problems) -> Any:
     """Parse a YAML file; a missing file or bad syntax becomes a problem line, not a traceback."""
     import yaml
 
+    from monet_ir.untrusted import UntrustedFileError, read_yaml_file
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            # libyaml's parser when PyYAML has it (the same data, several times faster)
-            return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        # libyaml's parser when PyYAML has it; aliases, nesting and size bounded
+        # (monet_ir.untrusted) before anything reads the values
+        return read_yaml_file(path)
+    except UntrustedFileError as error:
+        problems.add("<file>", str(error).removeprefix(f"{path}: "), file=path)
     except FileNotFoundError:
         problems.add("<file>", "file not found", file=path)
     except IsADirectoryError:
         problems.add("<file>", "is a directory, not a YAML file", file=path)
     except UnicodeDecodeError as error:
         problems.add("<file>", f"not UTF-8 text ({error.reason})", file=path)
+    except OSError as error:
+        problems.add("<file>", f"cannot read: {error.strerror}", file=path)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}" if mark is not None else "<yaml>"

@@ -67,9 +67,12 @@ def read_plan(path: str) -> dict[str, str]:
 
 def read_plan_file(path: str) -> Plan:
     """The whole plan file (see the module docstring)."""
+    from monet_ir.untrusted import UntrustedFileError, load_json_file, short_repr
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            data: Any = json.load(handle)
+        data: Any = load_json_file(path)
+    except UntrustedFileError as e:
+        raise PlanError(str(e)) from None
     except FileNotFoundError:
         raise PlanError(f"{path}: file not found") from None
     except IsADirectoryError:
@@ -78,6 +81,8 @@ def read_plan_file(path: str) -> Plan:
         raise PlanError(f"{path}: not UTF-8 text ({e.reason})") from None
     except json.JSONDecodeError as e:
         raise PlanError(f"{path}: line {e.lineno} column {e.colno}: invalid JSON: {e.msg}") from None
+    except OSError as e:
+        raise PlanError(f"{path}: cannot read: {e.strerror}") from None
     if not isinstance(data, dict):
         raise PlanError(f"{path}: expected a JSON object with an 'activations' object")
     activations = data.get("activations")
@@ -86,7 +91,7 @@ def read_plan_file(path: str) -> Plan:
         raise PlanError(f"{path}: storage: expected a list of tensor names")
     tile = data.get("tile_bytes")
     if tile is not None and (isinstance(tile, bool) or not isinstance(tile, int) or tile <= 0):
-        raise PlanError(f"{path}: tile_bytes: expected a positive integer, got {tile!r}")
+        raise PlanError(f"{path}: tile_bytes: expected a positive integer, got {short_repr(tile)}")
     if activations is None and ("storage" in data or "tile_bytes" in data):
         activations = {}
     if not isinstance(activations, dict):
@@ -95,7 +100,8 @@ def read_plan_file(path: str) -> Plan:
     plan = {}
     for node, decision in activations.items():
         if decision not in DECISIONS:
-            raise PlanError(f"{path}: activations.{node}: unknown decision {decision!r} (use keep, recompute or page)")
+            raise PlanError(f"{path}: activations.{short_repr(node)[1:-1]}: unknown decision {short_repr(decision)} "
+                            f"(use keep, recompute or page)")
         plan[node] = decision
     return Plan(plan, list(dict.fromkeys(storage)), tile)
 

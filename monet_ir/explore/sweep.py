@@ -53,13 +53,15 @@ COUNT = re.compile(r"count\((?P<prefix>[^)]*)\)")
 def parse_values(text: str) -> list[Any]:
     import yaml
 
+    from monet_ir.untrusted import load_yaml
+
     values = []
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
         try:
-            values.append(yaml.safe_load(part))
+            values.append(load_yaml(part))
         except yaml.YAMLError:
             values.append(part)
     return values
@@ -253,9 +255,14 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
 
     # a built-in target's name stands for its YAML, a ready template
     template_path = builtin_target_path(args.target_template) or args.target_template
+    from monet_ir.untrusted import UntrustedFileError, read_yaml_file
+
     try:
-        with open(template_path) as f:
-            template = yaml.safe_load(f)
+        template = read_yaml_file(template_path)
+    except UntrustedFileError as e:
+        raise UsageError(f"--target-template {e}") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"--target-template {args.target_template}: not UTF-8 text ({e.reason})") from None
     except OSError as e:
         raise UsageError(f"--target-template {args.target_template}: cannot read file: {e.strerror}") from None
     except yaml.YAMLError as e:

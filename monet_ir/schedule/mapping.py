@@ -66,9 +66,14 @@ class Allocation:
 def load_allocation(path: str) -> Allocation:
     import yaml
 
+    from monet_ir.untrusted import UntrustedFileError, read_yaml_file
+
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
+        data = read_yaml_file(path)
+    except UntrustedFileError as e:
+        raise MappingError(str(e)) from None
+    except UnicodeDecodeError as e:
+        raise MappingError(f"{path}: not UTF-8 text ({e.reason})") from None
     except OSError as e:
         raise MappingError(f"{path}: cannot read file: {e.strerror}") from None
     except yaml.YAMLError as e:
