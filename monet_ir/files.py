@@ -20,9 +20,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from monet_ir.errors import MonetError
 
@@ -69,6 +70,29 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, durable: bool 
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
+        os.replace(temporary, target)
+    except BaseException as e:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise OutputError(f"{target}: cannot write: {_reason(e)}") from None
+        raise
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """A binary file to write `path`'s new content to (for writers that stream, e.g. numpy's
+    `savez`); renamed over `path` when the block ends without an exception, removed otherwise."""
+    target = Path(path)
+    try:
+        handle, temporary = _temporary(target.parent, target.name)
+    except OSError as e:
+        raise OutputError(f"{target}: cannot write: {_reason(e)}") from None
+    try:
+        with os.fdopen(handle, "wb") as f:
+            yield f
         os.replace(temporary, target)
     except BaseException as e:
         try:

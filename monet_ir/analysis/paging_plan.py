@@ -117,9 +117,9 @@ def write_plan(path: str, plan: dict[str, str], storage: Iterable[str] = (), til
         data["storage"] = storage
     if tile_bytes is not None:
         data["tile_bytes"] = int(tile_bytes)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=1, sort_keys=False)
-        handle.write("\n")
+    from monet_ir.files import write_atomic
+
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=False) + "\n")
 
 
 def plan_paged(problem: CheckpointProblem, names: Iterable[str]) -> frozenset[SSAValue]:

@@ -84,7 +84,9 @@ class Svg:
         head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_num(self.width)}" height="{_num(self.height)}" '
                 f'viewBox="0 0 {_num(self.width)} {_num(self.height)}" font-family="DejaVu Sans, Helvetica, '
                 f'Arial, sans-serif">\n<rect width="100%" height="100%" fill="#fff"/>\n')
-        path.write_text(head + "\n".join(self.parts) + "\n</svg>\n")
+        from monet_ir.files import write_atomic
+
+        write_atomic(path, head + "\n".join(self.parts) + "\n</svg>\n")
         return path
 
 

@@ -2,13 +2,18 @@
 data in a process of their own (the default SVG plots are `monet_ir.emit.plots`, drawn without
 a plotting library).
 
-    python -m monet_ir.emit.plots_png OUT_DIR < pickled plot data
+    python -I -c "...; from monet_ir.emit.plots_png import main; main()" OUT_DIR < plot data as JSON
 
-`monet report --plot-format png` starts this process first thing (`PlotWorker`), so that loading matplotlib overlaps
-its own work on the other core, and sends it `step_report.plot_data(...)` (tuples and dicts, no
-schedule objects) once the schedule is done. The module imports nothing of MONET and nothing
-matplotlib does not need to draw: no pyplot (a `Figure` on the Agg canvas directly) and fixed
-margins instead of `tight_layout` (which draws every figure twice).
+`monet report --plot-format png` starts this process first thing (`step_report.PlotWorker`), so
+that loading matplotlib overlaps its own work on the other core, and sends it
+`step_report.plot_data(...)` (lists, dicts and numbers as JSON, no schedule objects, never a
+pickle) once the schedule is done. The process runs isolated (`python -I`): neither the current
+folder nor `PYTHONPATH` is on its `sys.path`, so a `pickle.py` or `matplotlib.py` in the folder
+`monet report` runs from is never imported; the worker is given the folder of `monet_ir` and the
+parent's other absolute import paths. Each PNG is written atomically (`monet_ir.files`). The
+module imports nothing of MONET's pipeline and nothing matplotlib does not need to draw: no
+pyplot (a `Figure` on the Agg canvas directly) and fixed margins instead of `tight_layout`
+(which draws every figure twice).
 
 Files: `gantt.png` (ops per core and transfers per resource, coloured by phase), `memory.png`
 (occupancy of every memory over time with the phases shaded, each panel scaled to that memory's
@@ -165,16 +170,24 @@ def _significant(value: float) -> str:
 
 
 def _save(fig: Any, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI)
+    import io
+
+    from monet_ir.files import write_atomic
+
+    image = io.BytesIO()
+    fig.savefig(image, dpi=DPI, format="png")
+    write_atomic(path, image.getvalue())
     return path
 
 
-if __name__ == "__main__":
-    import pickle
+def main() -> None:
+    """The worker process: `sys.argv[1]` is the output folder, the plot data arrives on stdin
+    as JSON."""
+    import json
     import sys
 
     # loaded before the data arrives, while the parent still schedules
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
     from matplotlib.figure import Figure  # noqa: F401
 
-    write_plots(pickle.loads(sys.stdin.buffer.read()), Path(sys.argv[1]))
+    write_plots(json.loads(sys.stdin.buffer.read()), Path(sys.argv[1]))

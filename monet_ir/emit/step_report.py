@@ -304,30 +304,63 @@ def plot_data(s: Schedule, report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_PLOT_WORKER = ("import json, sys; sys.path[:0] = json.loads(sys.argv.pop(2)); "
+                "from monet_ir.emit.plots_png import main; main()")
+
+
+def plot_worker_path() -> list[str]:
+    """The import path of the PNG plot process: the folder holding `monet_ir`, then this
+    process's other absolute import folders, never the current folder (`plots_png`)."""
+    import os
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])
+    here = os.getcwd()
+    return [root] + [p for p in sys.path if p and os.path.isabs(p) and p not in (root, here)]
+
+
 class PlotWorker:
     """Draws the PNG plots (`monet_ir.emit.plots_png`) in a child process started early, so that importing
-    matplotlib and drawing overlap the parent's work on a second core."""
+    matplotlib and drawing overlap the parent's work on a second core. The process is isolated
+    (`python -I`, see `plots_png`). A process that dies (matplotlib missing or broken, killed)
+    costs only the plots: `draw` does not raise, `finish` says what happened in one line."""
 
     def __init__(self, out: Path):
         import subprocess
         import sys
 
-        self.process = subprocess.Popen([sys.executable, "-m", "monet_ir.emit.plots_png", str(out)],
+        self.problem = ""
+        self.process = subprocess.Popen([sys.executable, "-I", "-c", _PLOT_WORKER, str(out),
+                                         json.dumps(plot_worker_path())],
                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def draw(self, data: dict[str, Any]) -> None:
-        import pickle
-
         assert self.process.stdin is not None
-        self.process.stdin.write(pickle.dumps(data))
-        self.process.stdin.close()
+        try:
+            self.process.stdin.write(json.dumps(data).encode())
+            self.process.stdin.close()
+        except OSError:  # the process is gone (a broken pipe): `finish` says why
+            self.problem = "the plot process ended before it was sent the data"
 
-    def wait(self) -> None:
+    def finish(self) -> str:
+        """Wait for the plots: an empty string when they are written, else one line saying why not."""
         assert self.process.stderr is not None
-        err = self.process.stderr.read()
+        err = self.process.stderr.read().decode(errors="replace")
         self.process.wait()
-        if self.process.returncode != 0:
-            raise RuntimeError(f"plotting failed: {err.decode().strip().splitlines()[-1] if err else 'no output'}")
+        code = self.process.returncode
+        if code == 0 and not self.problem:
+            return ""
+        lines = [line.strip() for line in err.splitlines() if line.strip()]
+        if code < 0:
+            import signal
+
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with status {code}"
+        return f"the PNG plots were not drawn: the plot process {how}" + (f" ({lines[-1]})" if lines else "")
 
     def cancel(self) -> None:
         if self.process.poll() is None:
@@ -336,16 +369,22 @@ class PlotWorker:
 
 
 def write_json(report: dict[str, Any], path: Path) -> None:
-    path.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n")
+    from monet_ir.files import write_atomic
+
+    write_atomic(path, json.dumps(report, indent=1, sort_keys=False) + "\n")
 
 
 def write_layers_csv(report: dict[str, Any], path: Path) -> None:
     """`layers.csv`: the report's per-op rows (`layers`), one line each, in schedule order."""
     import csv
+    import io
+
+    from monet_ir.files import write_atomic
 
     columns = ("name", "op", "phase", "core", "start_cycle", "latency_cycles", "energy_pj")
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(columns)
-        for row in report["layers"]:
-            writer.writerow([row[c] for c in columns])
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(columns)
+    for row in report["layers"]:
+        writer.writerow([row[c] for c in columns])
+    write_atomic(path, text.getvalue())

@@ -61,7 +61,10 @@ def _say(text: str) -> None:
 
 
 def output_folder(args: argparse.Namespace) -> Path:
-    """--out, or the folder of --resume (they must agree when both are given); created."""
+    """--out, or the folder of --resume (they must agree when both are given); created, proved
+    writable and marked incomplete (`monet_ir.files.begin_run`) before any work."""
+    from monet_ir.files import begin_run
+
     if getattr(args, "resume", None):
         if args.out and Path(args.out).resolve() != Path(args.resume).resolve():
             raise UsageError(f"--out {args.out} and --resume {args.resume} name different folders (give one)")
@@ -72,11 +75,7 @@ def output_folder(args: argparse.Namespace) -> Path:
         raise UsageError("--out DIR is required (or --resume DIR to continue an interrupted run)")
     else:
         out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
-    return out
+    return begin_run(out, "--resume" if getattr(args, "resume", None) else "--out")
 
 
 def check_backend(args: argparse.Namespace) -> None:
@@ -185,6 +184,7 @@ def parse_energy_search(text: str) -> tuple[bool, bool]:
 def run_energy_explore(args: argparse.Namespace) -> None:
     from monet_ir.explore import energy
     from monet_ir.explore.evaluate import Evaluator
+    from monet_ir.files import complete_run
 
     if args.memory_budget is None:
         raise UsageError("--objective energy needs --memory-budget BYTES (the peak of main memory)")
@@ -207,14 +207,16 @@ def run_energy_explore(args: argparse.Namespace) -> None:
         if "paging" in args.search:
             raise UsageError(f"--search paging: target '{evaluator.target.name}' has no storage level to page to")
         page = False
+    files: list[str] = []
     try:
         text = energy.run(evaluator, out, memory_budget, time_budget, recompute=recompute, page=page,
                           exact=args.exact, population=args.population, generations=args.generations, seed=args.seed,
-                          report_args=config.report_args(), progress=_say)
-    except energy.NoPlanFound as e:
+                          report_args=config.report_args(), progress=_say, files=files)
+    except energy.NoPlanFound as e:  # (the files written so far stay, without a manifest: no plan was chosen)
         sys.stdout.write(e.summary)
         sys.stdout.flush()
         raise
+    complete_run(out, "monet explore --objective energy", files)
     sys.stdout.write(text)
 
 
@@ -222,6 +224,7 @@ def run_explore(args: argparse.Namespace) -> None:
     from monet_ir.explore import ga, milp, outputs
     from monet_ir.explore import state as saved
     from monet_ir.explore.evaluate import Evaluator
+    from monet_ir.files import complete_run
 
     check_backend(args)
     if getattr(args, "objective", None) == "energy":
@@ -281,7 +284,9 @@ def run_explore(args: argparse.Namespace) -> None:
         raise
     finally:
         terminal.end()
-    chosen = outputs.write_search(result, config, out, budget, plots=None if args.no_plots else args.plot_format)
+    written = [saved.STATE_FILE, "search.log"]
+    chosen = outputs.write_search(result, config, out, budget, plots=None if args.no_plots else args.plot_format,
+                                  files=written)
     lines = [f"MONET exploration: {Path(args.model).name} on {evaluator.target.name} ({objective} objectives)",
              f"  {result.evaluations} evaluations in {result.seconds:.1f} s "
              f"({result.eval_seconds / max(1, result.evaluations) * 1e3:.1f} ms each), "
@@ -306,6 +311,8 @@ def run_explore(args: argparse.Namespace) -> None:
     if args.exact:
         lines.append("")
         lines.append(exact_comparison(evaluator, result, budget, out, milp, outputs, args))
+        written += ["milp.json", "milp.csv"]
+    complete_run(out, "monet explore", written)
     files = (f"front.csv, front.json, evaluated.csv, chosen.json, {saved.STATE_FILE}, search.log"
              + ("" if args.no_plots else f", pareto.{args.plot_format}"))
     lines.append("")
@@ -370,13 +377,16 @@ def gap(found: float, optimum: float) -> float:
 
 def run_sweep(args: argparse.Namespace) -> None:
     from monet_ir.explore import sweep
+    from monet_ir.files import complete_run
 
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     check_backend(args)
     out = output_folder(args)
+    files: list[str] = []
     with backend_session(args, jobs_given=args.jobs > 1):
-        rows = sweep.run(args, out, progress=_say)
+        rows = sweep.run(args, out, progress=_say, files=files)
+    complete_run(out, "monet sweep", files)
     sys.stdout.write(sweep.table(rows) + "\n")
     files = "sweep.csv, sweep.json" + ("" if args.no_plots else f", sweep.{args.plot_format}")
     sys.stdout.write(f"  wrote {out}/ {files}, designs/\n")

@@ -264,9 +264,13 @@ def front(result: EnergySearch) -> list[tuple[int, ...]]:
 
 def run(evaluator: Any, out: Path, memory_budget: float, time_budget: float, *, recompute: bool, page: bool,
         exact: bool, population: int, generations: int, seed: int, report_args: list[str],
-        progress: Callable[[str], None]) -> str:
-    """The whole `monet explore --objective energy` run; returns the summary text."""
+        progress: Callable[[str], None], files: list[str] | None = None) -> str:
+    """The whole `monet explore --objective energy` run; returns the summary text and appends the
+    names of the files written to `files`."""
     from monet_ir.analysis.paging_plan import write_plan
+    from monet_ir.files import write_atomic
+
+    written = files if files is not None else []
 
     start = time.perf_counter()
     model = poet.build_model(evaluator)
@@ -281,17 +285,18 @@ def run(evaluator: Any, out: Path, memory_budget: float, time_budget: float, *, 
                      "feasible": violation((energy, latency, peak), memory_budget, time_budget) == 0,
                      "plan": {g: d for g, d in result.decisions(genome).items() if d != "keep"},
                      "storage": result.stored(genome)})
-    (out / "front.json").write_text(json.dumps({"budgeted": model.budgeted, "memory_budget": memory_budget,
-                                                "time_budget": time_budget if math.isfinite(time_budget) else None,
-                                                "points": rows}, indent=1) + "\n")
-    with (out / "front.csv").open("w", encoding="utf-8") as handle:
-        handle.write("energy_pj,latency_cycles,peak_bytes,feasible,recompute,page,store\n")
-        for row in rows:
-            plan = row["plan"]
-            handle.write(f"{row['energy_pj']:.6g},{row['latency_cycles']:.0f},{row['peak_bytes']:.0f},{row['feasible']},"
-                         f"{' '.join(g for g, d in plan.items() if d == 'recompute')},"
-                         f"{' '.join(g for g, d in plan.items() if d == 'page')},"
-                         f"{' '.join([*(g for g, d in plan.items() if d == 'store'), *row['storage']])}\n")
+    write_atomic(out / "front.json", json.dumps({"budgeted": model.budgeted, "memory_budget": memory_budget,
+                                                 "time_budget": time_budget if math.isfinite(time_budget) else None,
+                                                 "points": rows}, indent=1) + "\n")
+    csv_lines = ["energy_pj,latency_cycles,peak_bytes,feasible,recompute,page,store\n"]
+    for row in rows:
+        plan = row["plan"]
+        csv_lines.append(f"{row['energy_pj']:.6g},{row['latency_cycles']:.0f},{row['peak_bytes']:.0f},{row['feasible']},"
+                     f"{' '.join(g for g, d in plan.items() if d == 'recompute')},"
+                     f"{' '.join(g for g, d in plan.items() if d == 'page')},"
+                     f"{' '.join([*(g for g, d in plan.items() if d == 'store'), *row['storage']])}\n")
+    write_atomic(out / "front.csv", "".join(csv_lines))
+    written += ["front.json", "front.csv"]
     lines = [f"MONET exploration: energy under budgets on {evaluator.target.name}: main memory "
              f"'{model.budgeted}' <= {memory_budget:,.0f} bytes"
              + (f", latency <= {time_budget:,.0f} cycles" if math.isfinite(time_budget) else ""),
@@ -305,7 +310,8 @@ def run(evaluator: Any, out: Path, memory_budget: float, time_budget: float, *, 
         lines.append(f"  MILP: {solution.status} in {solution.seconds:.2f} s ({solution.variables} variables, "
                      f"{solution.constraints} rows)" + (f", {solution.energy_pj / 1e9:.6g} mJ (model)"
                                                         if solution.decisions else ""))
-        (out / "milp.json").write_text(json.dumps({
+        written.append("milp.json")
+        write_atomic(out / "milp.json", json.dumps({
             "status": solution.status, "energy_pj": solution.energy_pj, "latency_cycles": solution.latency_cycles,
             "peak_bytes": solution.peak_bytes, "plan": solution.plan(), "storage": solution.stored,
             "measured": solution.measured,
@@ -333,7 +339,8 @@ def run(evaluator: Any, out: Path, memory_budget: float, time_budget: float, *, 
                memory_budget=memory_budget, time_budget=time_budget if math.isfinite(time_budget) else None,
                measured=measured)
     command = " ".join(["monet", "report", *report_args, "--checkpoint", f"plan={out / 'plan.json'}", "--out", "DIR"])
-    (out / "chosen_command.txt").write_text(command + "\n")
+    write_atomic(out / "chosen_command.txt", command + "\n")
+    written += ["plan.json", "chosen_command.txt"]
     recomputed = [g for g, d in plan.items() if d == "recompute"]
     paged = [g for g, d in plan.items() if d == "page"]
     lines.append(f"  chosen: {len(recomputed)} recomputed, {len(paged)} paged, {len(storage)} tensors kept in storage; "

@@ -4,6 +4,7 @@ and the `monet report` command line that reproduces it, and the MILP comparison.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import shlex
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from monet_ir.explore.evaluate import Candidate, StepConfig, checkpoint_policy
+from monet_ir.files import write_atomic
 from monet_ir.explore.ga import SearchResult
 
 
@@ -45,8 +47,8 @@ def report_command(config: StepConfig, candidate: Candidate, out: str, mapping: 
 def write_mapping(candidate: Candidate, path: Path) -> None:
     import yaml
 
-    path.write_text("# core allocation chosen by monet explore (monet report --mapping)\n"
-                    + yaml.safe_dump(candidate.mapping_entries(), sort_keys=False))
+    write_atomic(path, "# core allocation chosen by monet explore (monet report --mapping)\n"
+                 + yaml.safe_dump(candidate.mapping_entries(), sort_keys=False))
 
 
 def _csv_value(value: Any) -> Any:
@@ -63,13 +65,14 @@ def write_points(points: list[dict[str, Any]], csv_path: Path, json_path: Path |
         for k in p:
             if k not in columns and k != "peak_bytes":
                 columns.append(k)
-    with csv_path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["point", *columns])
-        for i, p in enumerate(points):
-            writer.writerow([i, *(_csv_value(p.get(c, "")) for c in columns)])
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(["point", *columns])
+    for i, p in enumerate(points):
+        writer.writerow([i, *(_csv_value(p.get(c, "")) for c in columns)])
+    write_atomic(csv_path, text.getvalue())
     if json_path is not None:
-        json_path.write_text(json.dumps(points, indent=1) + "\n")
+        write_atomic(json_path, json.dumps(points, indent=1) + "\n")
 
 
 def chosen_point(result: SearchResult, budget: int | None) -> tuple[int, ...] | None:
@@ -79,13 +82,16 @@ def chosen_point(result: SearchResult, budget: int | None) -> tuple[int, ...] | 
 
 
 def write_search(result: SearchResult, config: StepConfig, out: Path, budget: int | None,
-                 plots: str | None = "svg") -> dict[str, Any]:
-    """front.csv, front.json, evaluated.csv, chosen.json (+ chosen_mapping.yaml) and, unless
-    `plots` is None, the front's plot as `pareto.svg` or `pareto.png` (`plots`: the format)."""
+                 plots: str | None = "svg", files: list[str] | None = None) -> dict[str, Any]:
+    """front.csv, front.json, evaluated.csv, chosen.json (+ chosen_mapping.yaml, chosen_plan.json,
+    chosen_command.txt) and, unless `plots` is None, the front's plot as `pareto.svg` or
+    `pareto.png` (`plots`: the format); the names of the files written are appended to `files`."""
     out.mkdir(parents=True, exist_ok=True)
+    written = files if files is not None else []
     front = [result.point(g) for g in result.front]
     write_points(front, out / "front.csv", out / "front.json")
     write_points([result.point(g) for g in result.order], out / "evaluated.csv")
+    written += ["front.csv", "front.json", "evaluated.csv"]
     chosen: dict[str, Any] = {"objective": result.objective, "budget_bytes": budget}
     genome = chosen_point(result, budget)
     if genome is None:
@@ -98,21 +104,28 @@ def write_search(result: SearchResult, config: StepConfig, out: Path, budget: in
         if candidate.allocation:
             mapping = str(out / "chosen_mapping.yaml")
             write_mapping(candidate, Path(mapping))
+            written.append("chosen_mapping.yaml")
         command = report_command(config, candidate, str(out / "chosen_report"), mapping, str(out / "chosen_plan.json"))
+        if candidate.pages:
+            written.append("chosen_plan.json")
         chosen["point"] = result.point(genome)
         chosen["command"] = command
         chosen["command_line"] = shlex.join(command)
-        (out / "chosen_command.txt").write_text(chosen["command_line"] + "\n")
+        write_atomic(out / "chosen_command.txt", chosen["command_line"] + "\n")
+        written.append("chosen_command.txt")
     chosen["search"] = {"evaluations": result.evaluations, "seconds": result.seconds,
                         "ms_per_evaluation": result.eval_seconds / max(1, result.evaluations) * 1e3,
                         "genes": {"checkpoint": len(result.spec.checkpoint), "allocation": len(result.spec.allocation),
                                   "fusion": len(result.spec.fusion), "precision": list(result.spec.precisions)},
                         "seeds": {name: result.point(g) for name, g in result.seeds.items()}}
-    (out / "chosen.json").write_text(json.dumps(chosen, indent=1) + "\n")
+    write_atomic(out / "chosen.json", json.dumps(chosen, indent=1) + "\n")
+    written.append("chosen.json")
     if plots == "png":
         plot_front(result, out / "pareto.png", genome, budget)
+        written.append("pareto.png")
     elif plots is not None:
         plot_front_svg(result, out / "pareto.svg", genome, budget)
+        written.append("pareto.svg")
     return chosen
 
 
@@ -180,8 +193,15 @@ def plot_front(result: SearchResult, path: Path, chosen: tuple[int, ...] | None,
     ax.set_title(f"{result.evaluations} evaluations, {len(result.front)} Pareto points")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
+
+
+def save_figure(fig: Any, path: Path, dpi: int) -> None:
+    """A matplotlib figure as PNG, written atomically."""
+    image = io.BytesIO()
+    fig.savefig(image, dpi=dpi, format="png")
+    write_atomic(path, image.getvalue())
 
 
 def front_table(result: SearchResult, limit: int = 20) -> str:
@@ -210,7 +230,7 @@ def front_table(result: SearchResult, limit: int = 20) -> str:
 
 
 def write_milp(rows: list[dict[str, Any]], out: Path) -> str:
-    (out / "milp.json").write_text(json.dumps(rows, indent=1) + "\n")
+    write_atomic(out / "milp.json", json.dumps(rows, indent=1) + "\n")
     write_points(rows, out / "milp.csv")
 
     def num(value: Any, fmt: str = ",.0f") -> str:

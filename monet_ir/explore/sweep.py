@@ -240,8 +240,12 @@ def design_file(path: str, data: dict[str, Any]) -> Iterator[str]:
         yield str(copy_path)
 
 
-def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) -> list[dict[str, Any]]:
+def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None],
+        files: list[str] | None = None) -> list[dict[str, Any]]:
+    """The sweep (see the module docstring); the names of the files written are appended to `files`."""
     import yaml
+
+    from monet_ir.files import write_atomic
 
     from monet_ir import graph as ir_graph
     from monet_ir.explore import dispatch
@@ -290,10 +294,12 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
     folder.mkdir(parents=True, exist_ok=True)
     name = str(template.get("name", "design"))
     items = []
+    written = files if files is not None else []
     for k, (settings, data) in enumerate(grid):
         data["name"] = f"{name}_d{k}"
         path = folder / f"design_{k}.yaml"
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        write_atomic(path, yaml.safe_dump(data, sort_keys=False))
+        written.append(f"designs/design_{k}.yaml")
         if k not in done:
             items.append((k, str(path), data))
     import uuid
@@ -321,7 +327,7 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None]) ->
     finally:
         backend.close()
     rows = [rows_by_design[k] for k in range(len(grid))]
-    write(rows, out, plots=None if args.no_plots else args.plot_format, params=names)
+    written += write(rows, out, plots=None if args.no_plots else args.plot_format, params=names)
     return rows
 
 
@@ -379,26 +385,31 @@ def columns_of(rows: list[dict[str, Any]], params: list[str]) -> list[str]:
 
 def write_csv(rows: list[dict[str, Any]], path: Path, params: list[str]) -> None:
     """sweep.csv, replaced atomically."""
-    import os
+    import io
+
+    from monet_ir.files import write_atomic
 
     columns = columns_of(rows, params)
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([row.get(c, "") for c in columns])
-    os.replace(temporary, path)
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([row.get(c, "") for c in columns])
+    write_atomic(path, text.getvalue())
 
 
-def write(rows: list[dict[str, Any]], out: Path, plots: str | None, params: list[str]) -> None:
-    """sweep.csv, sweep.json and, unless `plots` is None, the plot as `sweep.svg` or `sweep.png`."""
+def write(rows: list[dict[str, Any]], out: Path, plots: str | None, params: list[str]) -> list[str]:
+    """sweep.csv, sweep.json and, unless `plots` is None, the plot as `sweep.svg` or `sweep.png`;
+    returns the names written."""
+    from monet_ir.files import write_atomic
+
     write_csv(rows, out / "sweep.csv", params)
-    (out / "sweep.json").write_text(json.dumps({"parameters": params, "designs": rows}, indent=1) + "\n")
+    write_atomic(out / "sweep.json", json.dumps({"parameters": params, "designs": rows}, indent=1) + "\n")
     if plots == "png":
         plot(rows, out / "sweep.png")
     elif plots is not None:
         plot_svg(rows, out / "sweep.svg")
+    return ["sweep.csv", "sweep.json", *([f"sweep.{plots}"] if plots is not None else [])]
 
 
 def _plot_title(rows: list[dict[str, Any]], ok: list[dict[str, Any]]) -> str:
@@ -436,7 +447,9 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_ylabel("energy per training step (mJ)")
     ax.set_title(_plot_title(rows, ok))
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    from monet_ir.explore.outputs import save_figure
+
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
 
 

@@ -260,12 +260,10 @@ def _run_report(args: argparse.Namespace) -> None:
         write_layers_csv,
     )
 
+    from monet_ir.files import OutputError, begin_run, complete_run, write_atomic
+
     progress = Progress(enabled=True)
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
+    out = begin_run(args.out)  # writable, before any work; the old manifest.json removed
     png = not args.no_plots and getattr(args, "plot_format", "svg") == "png"
     plots = PlotWorker(out) if png else None
     try:
@@ -275,20 +273,29 @@ def _run_report(args: argparse.Namespace) -> None:
         write_json(report, out / "report.json")
         write_layers_csv(report, out / "layers.csv")
         summary = text_summary(report)
-        (out / "report.txt").write_text(summary)
-        (out / "trace.json").write_text(json.dumps(chrome_trace(sched)))
+        write_atomic(out / "report.txt", summary)
+        write_atomic(out / "trace.json", json.dumps(chrome_trace(sched)))
+        files = ["report.json", "layers.csv", "report.txt", "trace.json"]
         progress.step(f"wrote {out}/report.json, layers.csv, report.txt, trace.json")
         # the summary is out while the plot process still draws
         sys.stdout.write(summary)
         sys.stdout.flush()
         if plots is not None:
-            plots.wait()
+            problem = plots.finish()
+            if problem:  # everything else is written; without the plots the run is not complete
+                raise OutputError(f"{problem}; {out}/ has report.json, layers.csv, report.txt and trace.json but "
+                                  "no manifest.json (the run is incomplete)")
+            files += ["gantt.png", "memory.png", "energy.png"]
+            complete_run(out, "monet report", files)
             progress.step(f"wrote {out}/gantt.png, memory.png, energy.png")
-        elif not args.no_plots:
-            from monet_ir.emit.plots import write_plots
+        else:
+            if not args.no_plots:
+                from monet_ir.emit.plots import write_plots
 
-            write_plots(plot_data(sched, report), out)
-            progress.step(f"wrote {out}/gantt.svg, memory.svg, energy.svg")
+                files += [path.name for path in write_plots(plot_data(sched, report), out)]
+            complete_run(out, "monet report", files)
+            if not args.no_plots:
+                progress.step(f"wrote {out}/gantt.svg, memory.svg, energy.svg")
     finally:
         if plots is not None:
             plots.cancel()

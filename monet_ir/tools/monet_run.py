@@ -73,6 +73,12 @@ def run(args: argparse.Namespace) -> None:
     from monet_ir.interp.run import load_parameters, run_module
     from monet_ir.options import parse_dims
 
+    from pathlib import Path
+
+    from monet_ir.files import check_writable
+
+    out_path = args.out if args.out.endswith(".npz") else args.out + ".npz"
+    check_writable(Path(out_path).parent, "--out")  # before any work
     names: dict = {}
     is_onnx = args.model.endswith(".onnx")
     if is_onnx:
@@ -126,8 +132,11 @@ def run(args: argparse.Namespace) -> None:
             g = grads.get(value)
             if g is not None and g in result.values:
                 out[f"grad/{onnx_name}"] = result.values[g]
-    np.savez(args.out, **out)
-    print(f"monet-run: wrote {len(out)} arrays to {args.out}" + (f" (loss {float(out['loss']):.6g})" if "loss" in out else ""))
+    from monet_ir.files import atomic_file
+
+    with atomic_file(out_path) as f:  # (numpy's savez appends .npz to a name without it; so do we)
+        np.savez(f, **out)
+    print(f"monet-run: wrote {len(out)} arrays to {out_path}" + (f" (loss {float(out['loss']):.6g})" if "loss" in out else ""))
 
 
 def optimizer_gradients(fn: Any) -> dict[str, Any]:

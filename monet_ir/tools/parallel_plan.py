@@ -172,17 +172,19 @@ def front_text(result: dict[str, Any]) -> str:
 
 
 def run_plan(args: Any, progress: Any, explore: bool = False) -> None:
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
+    from monet_ir.files import begin_run, complete_run, write_atomic
+
+    out = begin_run(args.out)
     result = search_plans(args, progress)
-    (out / "plans.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_atomic(out / "plans.json", json.dumps(result, indent=1) + "\n")
     text = plan_text(result)
-    (out / "plans.txt").write_text(text)
+    write_atomic(out / "plans.txt", text)
+    files = ["plans.json", "plans.txt"]
     if explore:
-        (out / "front.json").write_text(json.dumps(result["front"], indent=1) + "\n")
+        write_atomic(out / "front.json", json.dumps(result["front"], indent=1) + "\n")
+        files.append("front.json")
+    complete_run(out, "monet explore --search parallel" if explore else "monet plan", files)
+    if explore:
         sys.stdout.write(front_text(result))
     sys.stdout.write(text)
 

@@ -93,16 +93,15 @@ def make_parallel_report(args: Any, progress: Any) -> tuple[dict[str, Any], Any]
 def run_parallel_report(args: Any, progress: Any) -> None:
     from monet_ir.emit.parallel_report import parallel_plot_data, parallel_text, parallel_trace
 
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--out {out}: cannot create directory: {e.strerror}") from None
+    from monet_ir.files import begin_run, complete_run, write_atomic
+
+    out = begin_run(args.out)
     report, result = make_parallel_report(args, progress)
-    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    write_atomic(out / "report.json", json.dumps(report, indent=1) + "\n")
     summary = parallel_text(report)
-    (out / "report.txt").write_text(summary)
-    (out / "trace.json").write_text(json.dumps(parallel_trace(result)))
+    write_atomic(out / "report.txt", summary)
+    write_atomic(out / "trace.json", json.dumps(parallel_trace(result)))
+    complete_run(out, "monet report", ("report.json", "report.txt", "trace.json"))
     progress.step(f"wrote {out}/report.json, report.txt, trace.json")
     sys.stdout.write(summary)
     sys.stdout.flush()
