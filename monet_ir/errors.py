@@ -3,12 +3,17 @@
 Command-line tools run their work through `run_reporting_errors`: bad input (a malformed ONNX
 file, an unsupported op, IR that does not verify or parse, a wrong pass option, an invalid target
 description) prints one line per problem on stderr, prefixed by the tool name, and exits 1.
-Anything else is a bug in MONET: one line naming the input file, where it happened (the ONNX
-node, the op) and the exception, and exit status 2; `MONET_DEBUG=1` adds the traceback.
+So does a problem of the user's environment or input size, wherever it surfaces
+(`environment_problem`): a full disk or quota, a read-only or forbidden folder, too many open
+files, an I/O error (an `OSError` of those kinds), memory exhausted (`MemoryError`), input nested
+deeper than Python's recursion limit (`RecursionError`). Anything else is a bug in MONET: one
+line naming the input file, where it happened (the ONNX node, the op) and the exception, and
+exit status 2; `MONET_DEBUG=1` adds the traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -28,6 +33,42 @@ class MonetError(Exception):
 
 class UsageError(MonetError):
     """A command-line option with a value the tool cannot use."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP received (`terminations_interrupt`): raised like Ctrl-C's
+    KeyboardInterrupt, so that `finally` blocks stop worker processes and remove temporary files."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def terminations_interrupt() -> Iterator[None]:
+    """Inside the block (in the main thread), SIGTERM and SIGHUP raise `Terminated`, where the
+    default would end the process at once without cleaning up; a signal set to be ignored
+    (`nohup`) or handled by someone else is left as it is."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise Terminated(signum)
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) == signal.SIG_DFL:
+            previous[number] = signal.signal(number, interrupt)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 class InternalError(Exception):
@@ -122,26 +163,65 @@ XDSL_USAGE_ERRORS = ("Unrecognized", "Unknown target", "file extension", "Incomp
 
 
 def run_reporting_errors(tool: str, work: Callable[[], Any], source: str | Callable[[], str] = "") -> int:
-    """Run a tool's work: 0 when it succeeds, 1 (one line per problem) on bad input, 2 (one
-    line) on a bug; `source` (or a function giving it, once known) names the input file for
-    bugs raised outside any labelled place."""
+    """Run a tool's work: 0 when it succeeds, 1 (one line per problem) on bad input or an
+    environment problem, 2 (one line) on a bug, 128 + the signal's number when interrupted
+    (SIGINT, SIGTERM, SIGHUP: see `terminations_interrupt`); `source` (or a function giving it,
+    once known) names the input file for bugs raised outside any labelled place."""
     try:
-        work()
+        with terminations_interrupt():
+            work()
     except expected_errors() as e:
         for line in one_line_messages(e):
             print(f"{tool}: error: {line}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C (SIGINT), SIGTERM, SIGHUP: the shell's status of that signal
+        return 128 + (e.signum if isinstance(e, Terminated) else 2)
     except Exception as e:  # noqa: BLE001
         if _reader_went_away(e):
             return 141
+        problem = environment_problem(e)
+        if problem:
+            print(f"{tool}: error: {_printable(problem)}", file=sys.stderr)
+            return 1
         # xDSL reports unknown formats, passes and bad pass options as ValueError
         if isinstance(e, ValueError) and any(marker in str(e) for marker in XDSL_USAGE_ERRORS):
             print(f"{tool}: error: {one_line_messages(e)[0]}", file=sys.stderr)
             return 1
         return _report_internal_error(tool, e, source() if callable(source) else source)
     return 0
+
+
+# errors of the machine or of what the user asked for, not of MONET's code (errno: what to say)
+ENVIRONMENT_ERRNOS = {
+    errno.ENOSPC: "no space left on the device (the disk is full)",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EMFILE: "too many open files (raise `ulimit -n`)",
+    errno.ENFILE: "too many open files in the system",
+    errno.EIO: "input/output error (the disk or the network file system)",
+    errno.EFBIG: "file too large (a file size limit, `ulimit -f`, or the file system's)",
+    errno.ENOMEM: "out of memory",
+    errno.ENAMETOOLONG: "file name too long",
+    errno.ENOTDIR: "a path component is not a folder",
+    errno.ENOENT: "no such file or folder",
+}
+
+
+def environment_problem(error: BaseException) -> str:
+    """One line for an error of the user's environment or input size (see the module
+    docstring), or an empty string when `error` is something else."""
+    where = f" (in {error.where})" if isinstance(error, InternalError) else ""
+    cause = error.error if isinstance(error, InternalError) else error
+    if isinstance(cause, MemoryError):
+        return f"out of memory{where}: the input is too large for this machine's memory"
+    if isinstance(cause, RecursionError):
+        return f"the input is nested too deeply for MONET (Python's recursion limit){where}"
+    if isinstance(cause, OSError) and cause.errno in ENVIRONMENT_ERRNOS:
+        name = cause.filename if cause.filename is not None else ""
+        return f"{name}{': ' if name else ''}{ENVIRONMENT_ERRNOS[cause.errno]}{where}"
+    return ""
 
 
 def _reader_went_away(error: Exception) -> bool:

@@ -66,7 +66,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, durable: bool 
         raise OutputError(f"{target}: cannot write: {_reason(e)}") from None
     try:
         with os.fdopen(handle, "wb") as f:
-            f.write(content)
+            _fill(f, content)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
@@ -102,6 +102,11 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
         if isinstance(e, OSError):
             raise OutputError(f"{target}: cannot write: {_reason(e)}") from None
         raise
+
+
+def _fill(f: IO[bytes], content: bytes) -> None:
+    """Write a temporary file's content (the tests make it fail part-way: a full disk, a kill)."""
+    f.write(content)
 
 
 def check_writable(folder: str | os.PathLike[str], option: str = "--out") -> Path:

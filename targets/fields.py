@@ -126,7 +126,10 @@ class Fields:
             except ValueError:
                 self.problems.add(path, f"expected a number, got string {value!r}")
                 return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            self.problems.add(path, f"expected a finite number, got {value}")
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.problems.add(path, f"expected a number, got {type_name(value)}")
             return default
         if positive and value <= 0:
@@ -157,6 +160,9 @@ class Fields:
     ) -> int:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            self.problems.add(path, f"expected an integer, got {value}")
+            return default
         if isinstance(value, bool) or not isinstance(value, int):
             self.problems.add(path, f"expected an integer, got {type_name(value)}")
             return default
@@ -187,6 +193,9 @@ class Fields:
             return 0
         else:
             bits = float(value) * unit_bits
+        if not math.isfinite(bits):
+            self.problems.add(where, f"size must be a finite number, got {value}")
+            return 0
         if bits <= 0:
             self.problems.add(where, f"size must be positive, got {value}")
             return 0

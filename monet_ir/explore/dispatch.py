@@ -11,7 +11,13 @@ the workers finish in, so a search's results never depend on the backend or on `
   with more, `jobs` worker processes (fork where available: a worker inherits the prebuilt
   state instead of building its own). A worker that dies (killed, out of memory) breaks the
   pool: the pool is started again and the chunks without a result are sent again
-  (`MAX_RESTARTS` times at most), so nothing is lost and nothing counted twice.
+  (`MAX_RESTARTS` times at most), so nothing is lost and nothing counted twice. Workers die
+  with their parent, however it ends (`_watch_parent`): on Linux the kernel kills a worker
+  whose parent dies (`PR_SET_PDEATHSIG`), elsewhere (and as a fallback) a thread of each
+  worker ends it within `PARENT_POLL_SECONDS` of the parent's death; a parent interrupted by
+  SIGINT, SIGTERM or SIGHUP (`monet_ir.errors.terminations_interrupt`) kills its workers on
+  the way out (`close(abort=True)`). Workers ignore SIGINT (Ctrl-C reaches the whole process
+  group; the parent alone decides).
 - `RayBackend(work)`: each chunk of items is a Ray task. The work (the model and target files
   and the step's options) is put in Ray's object store once per search (`ray.put`); a Ray
   worker process builds the step the first time it runs a task of that search and keeps it for
@@ -34,6 +40,7 @@ from typing import Any, Protocol
 from monet_ir.errors import UsageError
 
 MAX_RESTARTS = 8  # local pool restarts per backend before giving up
+PARENT_POLL_SECONDS = 0.5  # how often a local worker checks that its parent is alive (fallback)
 RAY_TASK_RETRIES = 4  # Ray re-runs a task whose worker died at most this many times
 RAY_INSTALL = "pip install -e '.[ray]' (or pip install 'ray[default]>=2.9')"
 
@@ -98,9 +105,44 @@ def local_cores() -> int:
 _LOCAL: dict[str, Any] = {}
 
 
-def _init_local_worker(work: Work, state: Any) -> None:
-    import gc
+def _watch_parent(parent: int) -> None:
+    """End this worker process when `parent` (its parent's pid) is gone: the kernel's parent-death
+    signal on Linux, and a thread polling the parent's pid everywhere."""
+    import threading
 
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux
+        pass
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
+
+    def watch() -> None:
+        import time
+
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="monet-parent-watch", daemon=True).start()
+
+
+def _init_local_worker(work: Work, state: Any, parent: int | None = None) -> None:
+    import gc
+    import signal
+
+    # the parent handles interruptions and stops its workers; a worker ends on SIGTERM at once
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    if parent is not None:
+        _watch_parent(parent)
     _LOCAL["work"] = work
     _LOCAL["state"] = work.build() if state is None else state
     gc.freeze()  # the worker's step and caches, for the worker's life (see evaluate.tuned_collection)
@@ -131,7 +173,7 @@ class LocalBackend:
             context = multiprocessing.get_context("fork" if fork else None)
             # forked workers inherit the prebuilt state; others build their own
             self.executor = ProcessPoolExecutor(self.jobs, mp_context=context, initializer=_init_local_worker,
-                                                initargs=(self.work, self.state if fork else None))
+                                                initargs=(self.work, self.state if fork else None, os.getpid()))
         return self.executor
 
     def map(self, items: Sequence[Any], progress: Callable[[int], None] | None = None) -> list[Any]:
@@ -179,10 +221,17 @@ class LocalBackend:
         processes = getattr(self.executor, "_processes", None) or {}
         return sum(1 for p in processes.values() if p.is_alive())
 
-    def close(self) -> None:
-        if self.executor is not None:
-            self.executor.shutdown(wait=True, cancel_futures=True)
-            self.executor = None
+    def close(self, abort: bool = False) -> None:
+        """Stop the workers: after their current items, or at once (`abort`: the search was
+        interrupted or failed; a killed worker loses nothing that was to be kept)."""
+        if self.executor is None:
+            return
+        if abort:
+            for process in list((getattr(self.executor, "_processes", None) or {}).values()):
+                if process.is_alive():
+                    process.kill()
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.executor = None
 
 
 # ---------------------------------------------------------------------- Ray
@@ -281,5 +330,5 @@ class RayBackend:
         """CPUs of the cluster's live nodes."""
         return int(sum(node.get("Resources", {}).get("CPU", 0) for node in self.ray.nodes() if node.get("Alive")))
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
         self.ref = None

@@ -334,8 +334,8 @@ class Population:
         else:
             raise ValueError(f"unknown backend '{backend}' (expected local or ray)")
 
-    def close(self) -> None:
-        self.backend.close()
+    def close(self, abort: bool = False) -> None:
+        self.backend.close(abort)
 
     def workers_alive(self) -> int:
         return self.backend.workers_alive()
@@ -601,6 +601,7 @@ def run_search(
             seconds=previous_seconds + time.perf_counter() - start), checkpoint)
 
     report = _Progress(progress, log, generations, names, pop_eval, start, append=resume is not None, live=live)
+    aborted = False
     try:
         if resume is None:
             random.seed(seed)
@@ -647,9 +648,12 @@ def run_search(
                             "best": list(min(raw_objectives(objective, pop_eval.results[tuple(i)]) for i in pop))})
             save(gen)
             report.step(gen, pop)
+    except BaseException:
+        aborted = True
+        raise
     finally:
         report.close()
-        pop_eval.close()
+        pop_eval.close(abort=aborted)
         random.setstate(rng_state)
     all_points = {g: raw_objectives(objective, r) for g, r in pop_eval.results.items()}
     return SearchResult(

@@ -324,8 +324,10 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None],
                              f"{row['energy_pj'] / 1e9:.4g} mJ")
             # the CSV holds every design evaluated so far: an interrupted sweep resumes from it
             write_csv([rows_by_design[k] for k in sorted(rows_by_design)], out / "sweep.csv", names)
-    finally:
-        backend.close()
+    except BaseException:
+        backend.close(abort=True)  # interrupted or failed: the workers are stopped at once
+        raise
+    backend.close()
     rows = [rows_by_design[k] for k in range(len(grid))]
     written += write(rows, out, plots=None if args.no_plots else args.plot_format, params=names)
     return rows

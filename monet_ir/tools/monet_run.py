@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from monet_ir.errors import UsageError, run_reporting_errors
+from monet_ir.untrusted import short_repr
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,24 +45,87 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_npz(path: str | None, what: str) -> dict[str, Any]:
-    if path is None:
-        return {}
+def expected_arrays(fn: Any, roles: Sequence[str]) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """The step's arguments of these roles by name: (shape, numpy dtype)."""
     import numpy as np
 
+    from monet_ir.graph import arg_infos
+    from monet_ir.types import numpy_dtype_of
+
+    expected = {}
+    for info, arg in zip(arg_infos(fn), fn.body.block.args, strict=True):
+        if info.role in roles and info.name:
+            expected[info.name] = (tuple(arg.type.get_shape()), np.dtype(numpy_dtype_of(arg.type.get_element_type())))
+    return expected
+
+
+MAX_NPZ_MEMBERS = 1_000_000
+
+
+def load_npz(path: str | None, what: str,
+             expected: dict[str, tuple[tuple[int, ...], Any]] | None = None) -> dict[str, Any]:
+    """The arrays of an .npz file by name, read only after every member has been looked at
+    without reading its data: each must be an `.npy` array named once, of a plain dtype (no
+    Python objects), whose header's shape and dtype account for exactly the member's declared
+    size and, when `expected` (name -> (shape, dtype)) is given, name one of them with its shape
+    and a dtype that casts to it. So a zip bomb (a small file declaring gigabytes) or a stray
+    array costs nothing: one line, before any array is read."""
+    if path is None:
+        return {}
     import zipfile
 
+    import numpy as np
+
+    def refuse(problem: str) -> UsageError:
+        return UsageError(f"{what} {path}: {problem}")
+
     try:
-        loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:  # missing, empty or not an npz file
-        raise UsageError(f"{what} {path}: cannot read npz ({type(e).__name__}: {e})") from None
-    if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise UsageError(f"{what} {path}: a single .npy array, expected an .npz of arrays by name")
-    try:
-        with loaded as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise UsageError(f"{what} {path}: cannot read npz ({type(e).__name__}: {e})") from None
+        archive = zipfile.ZipFile(path)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # missing, empty or not an npz file
+        raise refuse(f"cannot read npz ({type(e).__name__}: {e})") from None
+    arrays: dict[str, Any] = {}
+    with archive:
+        members = archive.infolist()
+        if len(members) > MAX_NPZ_MEMBERS:
+            raise refuse(f"{len(members):,} members, more than an npz of a step's arrays may have")
+        shapes: dict[str, tuple[tuple[int, ...], Any]] = {}
+        try:
+            for info in members:
+                name = info.filename
+                if info.is_dir() or not name.endswith(".npy"):
+                    raise refuse(f"member {short_repr(name)} is not an .npy array")
+                key = name[:-len(".npy")]
+                if key in shapes:
+                    raise refuse(f"array {short_repr(key)} is there twice")
+                if expected is not None and key not in expected:
+                    raise refuse(f"array {short_repr(key)} names nothing the step takes (it takes "
+                                 f"{short_repr(sorted(expected), 200)})")
+                if info.flag_bits & 0x1:
+                    raise refuse(f"array {short_repr(key)} is encrypted")
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read_header(member)
+                    header_bytes = member.tell()
+                if dtype.hasobject:
+                    raise refuse(f"array {short_repr(key)} holds Python objects (dtype {dtype}), not numbers")
+                data_bytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if header_bytes + data_bytes != info.file_size:
+                    raise refuse(f"array {short_repr(key)} declares shape {list(shape)} of {dtype} ({data_bytes:,} bytes) "
+                                 f"in a member of {info.file_size:,} bytes")
+                if expected is not None:
+                    want_shape, want_dtype = expected[key]
+                    if tuple(shape) != want_shape or not np.can_cast(dtype, want_dtype, casting="same_kind"):
+                        raise refuse(f"array {short_repr(key)} has shape {list(shape)} of {dtype}; the step's "
+                                     f"'{key}' is {list(want_shape)} of {want_dtype}")
+                shapes[key] = (tuple(shape), dtype)
+            for info in members:
+                with archive.open(info) as member:
+                    arrays[info.filename[:-len(".npy")]] = np.lib.format.read_array(member, allow_pickle=False)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError) as e:
+            raise refuse(f"cannot read npz ({type(e).__name__}: {e})") from None
+    return arrays
 
 
 def run(args: argparse.Namespace) -> None:
@@ -91,8 +155,6 @@ def run(args: argparse.Namespace) -> None:
         except OSError as e:
             raise UsageError(f"{args.model}: cannot read file: {e.strerror}") from None
         params = {}
-    params.update(load_npz(args.params, "--params"))
-    inputs = load_npz(args.inputs, "--inputs")
     policy = None
     if args.precision:
         from monet_ir.precision import parse_precision
@@ -107,6 +169,9 @@ def run(args: argparse.Namespace) -> None:
         QuantizePass(policy=policy.spec()).apply(Context(), module)
     module.verify()
     fn = step_function(module)
+    # the step's arguments are known: an npz is checked against them before any array is read
+    params.update(load_npz(args.params, "--params", expected_arrays(fn, ("param", "state"))))
+    inputs = load_npz(args.inputs, "--inputs", expected_arrays(fn, ("input",)))
     consumed = optimizer_gradients(fn)
     result = run_module(module, params, inputs, keep_values=args.all_values, keep=list(consumed.values()))
 
