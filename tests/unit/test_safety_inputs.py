@@ -162,3 +162,76 @@ def test_oversized_yaml_is_refused_unread(tmp_path, capsys, monkeypatch):
     path.write_text(Path(builtin_target_path("edge_npu")).read_text())
     monkeypatch.setattr(untrusted, "MAX_YAML_BYTES", 100)
     assert_refused(*run(["targets", str(path)], capsys), str(path), "more than such a file may have")
+
+
+# ---------------------------------------------------------------------- monet-run's npz files
+
+
+def _npz(path: Path, members: list[tuple[str, dict, int]]) -> Path:
+    """An npz whose members declare (header dict) and hold `data` zero bytes, deflated (a
+    zip bomb when the declared data is large)."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, header, data in members:
+            with archive.open(name, "w", force_zip64=True) as member:
+                text = io.BytesIO()
+                np.lib.format.write_array_header_1_0(text, {"fortran_order": False, **header})
+                member.write(text.getvalue())
+                chunk = bytes(min(data, 1 << 20))
+                for start in range(0, data, len(chunk) or 1):
+                    member.write(chunk[:data - start])
+    return path
+
+
+def run_monet_run(argv: list[str], capsys) -> tuple[int, list[str]]:
+    from monet_ir.tools.monet_run import main as run_main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        run_main(argv)
+    return exit_.value.code, [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+X = {"descr": "<f4", "shape": (4, 784)}  # mlp_b4's input
+
+
+@pytest.mark.parametrize("members,fragment", [
+    ([("x.npy", {"descr": "<f4", "shape": (10_000_000,)}, 40_000_000)], "has shape [10000000] of float32"),
+    ([("x.npy", {"descr": "<f4", "shape": (4, 784)}, 40_000_000)], "in a member of 40,000,128 bytes"),
+    ([("x.npy", X, 4 * 784 * 4), ("x.npy", X, 4 * 784 * 4)], "'x' is there twice"),
+    ([("x.npy", X, 4 * 784 * 4), ("evil.pkl", X, 16)], "member 'evil.pkl' is not an .npy array"),
+    ([("x.npy", X, 4 * 784 * 4), ("y.npy", X, 4 * 784 * 4)], "array 'y' names nothing the step takes"),
+    ([("x.npy", {"descr": "|O", "shape": (4, 784)}, 4 * 784 * 8)], "holds Python objects"),
+])
+def test_npz_members_are_checked_before_any_is_read(tmp_path, capsys, monkeypatch, members, fragment):
+    import warnings
+
+    import numpy as np
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (zipfile warns of the duplicate name)
+        path = _npz(tmp_path / "in.npz", members)
+    assert path.stat().st_size < 200_000  # declaring up to 40 MB
+
+    def never(*args, **kwargs):
+        raise AssertionError("an array was read")
+
+    monkeypatch.setattr(np.lib.format, "read_array", never)
+    code, errors = run_monet_run([MLP, "--inputs", str(path), "--out", str(tmp_path / "o.npz")], capsys)
+    assert code == 1 and len(errors) == 1 and f"--inputs {path}" in errors[0] and fragment in errors[0], errors
+
+
+def test_a_good_npz_still_runs(tmp_path, capsys):
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    np.savez(tmp_path / "in.npz", x=rng.standard_normal((4, 784)).astype(np.float32),
+             labels=rng.integers(0, 10, 4))
+    code, errors = run_monet_run([MLP, "--inputs", str(tmp_path / "in.npz"), "--out", str(tmp_path / "o")], capsys)
+    assert code == 0, errors
+    with np.load(tmp_path / "o.npz") as out:  # (.npz appended to a name without it, as numpy does)
+        assert np.isfinite(out["loss"])
