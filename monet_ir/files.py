@@ -58,27 +58,12 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, durable: bool 
     """Replace `path` by `data` (text is written as UTF-8) all at once (see the module docstring);
     `durable` also flushes the file to the disk before the rename (it then survives a power
     cut, not only a killed process)."""
-    target = Path(path)
     content = data.encode("utf-8") if isinstance(data, str) else data
-    try:
-        handle, temporary = _temporary(target.parent, target.name)
-    except OSError as e:
-        raise OutputError(f"{target}: cannot write: {_reason(e)}") from None
-    try:
-        with os.fdopen(handle, "wb") as f:
-            _fill(f, content)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(temporary, target)
-    except BaseException as e:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise OutputError(f"{target}: cannot write: {_reason(e)}") from None
-        raise
+    with atomic_file(path) as f:
+        _fill(f, content)
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
 
 
 @contextmanager

@@ -18,19 +18,10 @@ import pytest
 from monet_ir.cost import LoopNestSig, VectorSig, cost_of, disk_cache, model
 from targets import get_target
 
+from test_cost_cache import fresh  # noqa: F401  (the fixture: a fresh cache file, no memoized cost)
+
 REPO = Path(__file__).resolve().parents[2]
 MLP = str(REPO / "tests" / "data" / "models" / "mlp_b4.onnx")
-
-
-@pytest.fixture
-def fresh(monkeypatch, tmp_path):
-    path = tmp_path / "costs.sqlite"
-    monkeypatch.setenv(disk_cache.ENV, str(path))
-    model.clear_cache()
-    disk_cache.reset()
-    yield path
-    model.clear_cache()
-    disk_cache.reset()
 
 
 def _entries(path: Path) -> list[tuple[str, str, str, str]]:
