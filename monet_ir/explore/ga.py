@@ -275,12 +275,30 @@ def work_key(config: StepConfig, objective: str, files: Sequence[tuple[str, str,
     return digest.hexdigest()[:20]
 
 
+_MATERIALIZED: dict[str, Path] = {}  # work key -> this process's private folder of its copies
+
+
+def private_folder(key: str) -> Path:
+    """A folder only this user can enter (`tempfile.mkdtemp`: a new random name, mode 0700), one
+    per work key and process, removed when the process exits. (A predictable name in /tmp, as
+    before, could be planted beforehand as a symbolic link to another user's folder.)"""
+    folder = _MATERIALIZED.get(key)
+    if folder is None or not folder.is_dir():
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix=f"monet-explore-{key[:12] or 'work'}-"))
+        _MATERIALIZED[key] = folder
+        atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
 def materialize(config: StepConfig, files: Sequence[tuple[str, str, bytes]], key: str) -> StepConfig:
-    """`config` with its model and target paths pointing at copies of the shipped files, where
-    this machine does not have the same files at the same paths."""
+    """`config` with its model and target paths pointing at copies of the shipped files (in
+    `private_folder(key)`), where this machine does not have the same files at the same paths."""
     import dataclasses
-    import tempfile
-    from pathlib import Path
+    from pathlib import PurePath
 
     def same(path: Path, content: bytes) -> bool:
         try:
@@ -290,10 +308,12 @@ def materialize(config: StepConfig, files: Sequence[tuple[str, str, bytes]], key
 
     model = [(name, content) for role, name, content in files if role == "model"]
     target = [(name, content) for role, name, content in files if role == "target"]
-    folder = Path(tempfile.gettempdir()) / f"monet-explore-{key or 'work'}"
+    for name, _ in model + target:
+        if PurePath(name).is_absolute() or ".." in PurePath(name).parts:
+            raise ExploreError(f"shipped file {name!r}: not a path inside its folder")
     changes = {}
     if model and not same(Path(config.model), model[0][1]):
-        path = folder / "model" / model[0][0]
+        path = private_folder(key) / "model" / model[0][0]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(model[0][1])
         changes["model"] = str(path)
@@ -301,6 +321,7 @@ def materialize(config: StepConfig, files: Sequence[tuple[str, str, bytes]], key
     target_name = target_path.name
     if target and not (same(target_path, dict(target).get(target_name, b"")) and
                        all(same(target_path.parent / name, content) for name, content in target)):
+        folder = private_folder(key)
         for name, content in target:
             path = folder / "target" / name
             path.parent.mkdir(parents=True, exist_ok=True)

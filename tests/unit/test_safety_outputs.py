@@ -268,3 +268,34 @@ def test_a_plot_worker_that_dies_costs_only_the_plots(runs, tmp_path, monkeypatc
     for name in ("report.json", "layers.csv", "report.txt", "trace.json"):
         assert (out / name).read_bytes() == (new / name).read_bytes(), name
     assert not (out / files.MANIFEST).exists() and not list(out.glob("*.png"))
+
+
+def test_ray_copies_go_to_a_private_folder_never_a_planted_link(tmp_path):
+    import tempfile
+
+    from monet_ir.explore import ga
+    from monet_ir.explore.evaluate import ExploreError, StepConfig
+    from targets import builtin_target_path
+
+    template = tmp_path / "hw" / "mine.yaml"
+    template.parent.mkdir()
+    template.write_text(Path(builtin_target_path(NEW)).read_text())
+    shipped = ga.shipped_files(StepConfig(MLP, str(template)))
+    key = ga.work_key(StepConfig(MLP, str(template)), "schedule", shipped)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    planted = Path(tempfile.gettempdir()) / f"monet-explore-{key}"  # the name copies went to before
+    planted.symlink_to(victim)
+    try:
+        elsewhere = StepConfig(str(tmp_path / "gone" / "mlp_b4.onnx"), str(tmp_path / "gone" / "mine.yaml"))
+        there = ga.materialize(elsewhere, shipped, key)
+        folder = Path(there.model).parents[1]
+        assert not list(victim.iterdir()) and planted.resolve() != folder.resolve()
+        assert not folder.is_symlink() and folder.stat().st_mode & 0o777 == 0o700
+        assert Path(there.model).read_bytes() == Path(MLP).read_bytes()
+        assert Path(there.target).read_text() == template.read_text()
+        assert Path(ga.materialize(elsewhere, shipped, key).model).parents[1] == folder  # once per key
+        with pytest.raises(ExploreError, match="not a path inside its folder"):
+            ga.materialize(elsewhere, [("model", "../../escape.onnx", b"x")], key)
+    finally:
+        planted.unlink()
