@@ -159,7 +159,7 @@ def complete_run(folder: str | os.PathLike[str], tool: str, names: Iterable[str]
         files[name] = {"bytes": size, "sha256": sha256}
     manifest = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "tool": tool, "complete": True, **info,
                 "files": files}
-    write_atomic(path / MANIFEST, json.dumps(manifest, indent=1) + "\n", durable=True)
+    write_atomic(path / MANIFEST, json.dumps(manifest, indent=1) + "\n")
     return path / MANIFEST
 
 
