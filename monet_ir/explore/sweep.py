@@ -27,7 +27,10 @@ level counted once per instance (an instance per array unit, divided by the size
 Designs are evaluated in batches through a backend (`monet_ir.explore.dispatch`: in the process
 with `--jobs 1`, local worker processes, or Ray tasks with the task graph shipped once), rows
 kept in design order; `sweep.csv` is rewritten after every batch, and `--resume DIR` skips the
-designs already in it (checked to be the same grid points).
+designs already in it (checked to be the same grid points). Each row of `sweep.csv` ends with
+`row_sha256`, a checksum of its other cells (`row_checksum`): a resumed sweep evaluates again,
+with one notice, every design whose row was edited or corrupted (or has no checksum) instead of
+taking its numbers.
 """
 
 from __future__ import annotations
@@ -279,7 +282,7 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None],
     params = parameters(template, args.set)
     names = [p for p, _ in params]
     grid = list(designs(template, params))
-    done = read_done(out, grid, names) if getattr(args, "resume", None) else {}
+    done = read_done(out, grid, names, progress) if getattr(args, "resume", None) else {}
     progress(f"{len(grid)} designs over {', '.join(names)}"
              + (f"; {len(done)} already in {out / 'sweep.csv'}, skipped" if done else ""))
     # the step of every design: the pipeline's passes before the costing (each design is a target)
@@ -333,32 +336,57 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None],
     return rows
 
 
-def read_done(out: Path, grid: list[tuple[dict[str, Any], dict[str, Any]]], params: list[str]) -> dict[int, dict[str, Any]]:
+CHECKSUM = "row_sha256"
+
+
+def row_checksum(cells: list[str]) -> str:
+    """The checksum of a row of `sweep.csv`: SHA-256 of its cells (before `row_sha256`) as written."""
+    import hashlib
+
+    return hashlib.sha256("\x1f".join(cells).encode()).hexdigest()[:32]
+
+
+def read_done(out: Path, grid: list[tuple[dict[str, Any], dict[str, Any]]], params: list[str],
+              progress: Callable[[str], None] | None = None) -> dict[int, dict[str, Any]]:
     """The designs already in `out/sweep.csv` (a resumed sweep skips them), as rows with their
-    values typed again; each must be the same point of the grid."""
+    values typed again; each must be the same point of the grid. A row whose checksum does not
+    match its cells is left out (the design is evaluated again), with one notice."""
     path = out / "sweep.csv"
     if not path.is_file():
         return {}
     done: dict[int, dict[str, Any]] = {}
+    damaged: list[int] = []
     with path.open(newline="") as f:
-        for line, raw in enumerate(csv.DictReader(f), start=2):
-            try:
-                k = int(raw.get("design") or "")
-            except ValueError:
-                raise UsageError(f"--resume {out}: {path.name} line {line}: no design number") from None
-            if not 0 <= k < len(grid):
-                raise UsageError(f"--resume {out}: {path.name} line {line}: design {k} is not in this grid "
-                                 f"of {len(grid)} designs")
-            settings = grid[k][0]
-            for param in params:
-                if raw.get(param) != str(settings[param]):
-                    raise UsageError(f"--resume {out}: {path.name} line {line}: design {k} has {param}="
-                                     f"{raw.get(param)}, this grid {settings[param]}")
-            row: dict[str, Any] = {"design": k, **settings}
-            for key, text in raw.items():
-                if key not in row and key is not None and text not in ("", None):
-                    row[key] = text if key == "error" else _typed(text)
-            done[k] = row
+        reader = csv.reader(f)
+        header = next(reader, [])
+        rows = [dict(zip(header, cells, strict=False)) | {"\0cells": cells} for cells in reader]
+    for line, raw in enumerate(rows, start=2):
+        try:
+            k = int(raw.get("design") or "")
+        except ValueError:
+            raise UsageError(f"--resume {out}: {path.name} line {line}: no design number") from None
+        if not 0 <= k < len(grid):
+            raise UsageError(f"--resume {out}: {path.name} line {line}: design {k} is not in this grid "
+                             f"of {len(grid)} designs")
+        settings = grid[k][0]
+        for param in params:
+            if raw.get(param) != str(settings[param]):
+                raise UsageError(f"--resume {out}: {path.name} line {line}: design {k} has {param}="
+                                 f"{raw.get(param)}, this grid {settings[param]}")
+        cells = raw.pop("\0cells")
+        if CHECKSUM not in header or len(cells) != len(header) \
+                or raw[CHECKSUM] != row_checksum(cells[:header.index(CHECKSUM)]):
+            damaged.append(k)
+            continue
+        row: dict[str, Any] = {"design": k, **settings}
+        for key, text in raw.items():
+            if key not in row and key != CHECKSUM and text not in ("", None):
+                row[key] = text if key == "error" else _typed(text)
+        done[k] = row
+    if damaged and progress is not None:
+        progress(f"notice: {path}: the rows of design(s) {', '.join(map(str, damaged[:10]))}"
+                 f"{' ...' if len(damaged) > 10 else ''} fail their checksum (edited, corrupted or from an older "
+                 f"MONET): evaluated again")
     return done
 
 
@@ -394,9 +422,10 @@ def write_csv(rows: list[dict[str, Any]], path: Path, params: list[str]) -> None
     columns = columns_of(rows, params)
     text = io.StringIO(newline="")
     writer = csv.writer(text)
-    writer.writerow(columns)
+    writer.writerow([*columns, CHECKSUM])
     for row in rows:
-        writer.writerow([row.get(c, "") for c in columns])
+        cells = ["" if row.get(c) is None else str(row[c]) for c in columns]  # (as csv writes them)
+        writer.writerow([*cells, row_checksum(cells)])
     write_atomic(path, text.getvalue())
 
 

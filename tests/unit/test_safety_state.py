@@ -209,3 +209,36 @@ def test_check_refuses_genomes_and_results_that_do_not_fit_the_search(tmp_path):
     back.settings["population"] = 8  # (a forged state: settings and population disagree)
     with pytest.raises(saved.StateError, match="population: expected 8 individuals"):
         saved.check(back, {**state.settings, "population": 8}, tmp_path, None, None)
+
+
+# ---------------------------------------------------------------------- a resumed sweep's rows
+
+SWEEP = ["--target-template", "datacenter", "--set", "dram.bandwidth_GBps=400,800,1640", "--no-plots"]
+
+
+def _sweep(capsys, *options: str) -> tuple[int, str]:
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        monet_main(["sweep", str(DATA / "mlp_b4.onnx"), *SWEEP, *options])
+    return exit_.value.code, capsys.readouterr().err
+
+
+def test_a_sweep_row_edited_in_place_is_evaluated_again(tmp_path, capsys):
+    whole = tmp_path / "whole"
+    assert _sweep(capsys, "--out", str(whole))[0] == 0
+    lines = (whole / "sweep.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    assert header[-1] == "row_sha256" and len(lines) == 4
+    column = header.index("latency_cycles")
+    part = tmp_path / "part"
+    part.mkdir()
+    cells = lines[2].split(",")
+    cells[column] = str(int(cells[column]) // 3)  # design 1 three times faster, its checksum as it was
+    (part / "sweep.csv").write_text("\n".join([lines[0], lines[1], ",".join(cells)]) + "\n")
+    code, err = _sweep(capsys, "--resume", str(part))
+    assert code == 0
+    notices = [line for line in err.splitlines() if "checksum" in line]
+    assert len(notices) == 1 and "design(s) 1 " in notices[0] and "evaluated again" in notices[0]
+    assert "design 1/" in err and "design 0/" not in err  # 0 taken from the file, 1 evaluated again
+    for name in ("sweep.csv", "sweep.json"):
+        assert (part / name).read_bytes() == (whole / name).read_bytes(), name
