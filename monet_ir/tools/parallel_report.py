@@ -93,33 +93,42 @@ def make_parallel_report(args: Any, progress: Any) -> tuple[dict[str, Any], Any]
 def run_parallel_report(args: Any, progress: Any) -> None:
     from monet_ir.emit.parallel_report import parallel_plot_data, parallel_text, parallel_trace
 
-    from monet_ir.files import begin_run, complete_run, write_atomic
+    from monet_ir.files import OutputError, begin_run, complete_run, write_atomic
 
     out = begin_run(args.out)
-    report, result = make_parallel_report(args, progress)
-    write_atomic(out / "report.json", json.dumps(report, indent=1) + "\n")
-    summary = parallel_text(report)
-    write_atomic(out / "report.txt", summary)
-    write_atomic(out / "trace.json", json.dumps(parallel_trace(result)))
-    complete_run(out, "monet report", ("report.json", "report.txt", "trace.json"))
-    progress.step(f"wrote {out}/report.json, report.txt, trace.json")
-    sys.stdout.write(summary)
-    sys.stdout.flush()
-    if getattr(args, "no_plots", False):
-        return
-    data = parallel_plot_data(result, report)
-    if getattr(args, "plot_format", "svg") == "png":
-        from monet_ir.emit.step_report import PlotWorker
+    png = not getattr(args, "no_plots", False) and getattr(args, "plot_format", "svg") == "png"
+    from monet_ir.emit.step_report import PlotWorker
 
-        worker = PlotWorker(out)
-        try:
+    worker = PlotWorker(out) if png else None  # (matplotlib loads while the system is scheduled)
+    try:
+        report, result = make_parallel_report(args, progress)
+        write_atomic(out / "report.json", json.dumps(report, indent=1) + "\n")
+        summary = parallel_text(report)
+        write_atomic(out / "report.txt", summary)
+        write_atomic(out / "trace.json", json.dumps(parallel_trace(result)))
+        files = ["report.json", "report.txt", "trace.json"]
+        progress.step(f"wrote {out}/report.json, report.txt, trace.json")
+        sys.stdout.write(summary)
+        sys.stdout.flush()
+        if getattr(args, "no_plots", False):
+            complete_run(out, "monet report", files)
+            return
+        data = parallel_plot_data(result, report)
+        if worker is not None:
             worker.draw(data)
-            worker.wait()
-        finally:
-            worker.cancel()
-        progress.step(f"wrote {out}/gantt.png, memory.png, energy.png")
-    else:
-        from monet_ir.emit.plots import write_plots
+            problem = worker.finish()
+            if problem:  # everything else is written; without the plots the run is not complete
+                raise OutputError(f"{problem}; {out}/ has report.json, report.txt and trace.json but no "
+                                  "manifest.json (the run is incomplete)")
+            files += ["gantt.png", "memory.png", "energy.png"]
+            complete_run(out, "monet report", files)
+            progress.step(f"wrote {out}/gantt.png, memory.png, energy.png")
+        else:
+            from monet_ir.emit.plots import write_plots
 
-        write_plots(data, out)
-        progress.step(f"wrote {out}/gantt.svg, memory.svg, energy.svg")
+            files += [path.name for path in write_plots(data, out)]
+            complete_run(out, "monet report", files)
+            progress.step(f"wrote {out}/gantt.svg, memory.svg, energy.svg")
+    finally:
+        if worker is not None:
+            worker.cancel()
