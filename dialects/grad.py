@@ -57,7 +57,7 @@ from dialects.base import (
 from dialects.interfaces import LoopNestOp, LossWork, OnnxNames, PoolWork, ProductTiling, ReductionWork, Tiling, VectorWork, element_bits, matmul_loop_nest, matrix_axes
 from dialects.sharding import IndexMap, Sharding, conv_maps, matmul_maps, normalizing_map, pool_map
 from dialects.nn import ConvGeometry, operands_format
-from dialects.nn.data_movement import verify_resize_options
+from dialects.nn.data_movement import ResizeOptions, verify_resize_options
 
 
 class GradOp(MonetOp, Tiling):
@@ -766,7 +766,7 @@ class GatherGradOp(GradOp):
 
 
 @irdl_op_definition
-class ResizeGradOp(GradOp):
+class ResizeGradOp(GradOp, ResizeOptions):
     """Gradient of `nn.resize`: each output gradient goes back to the input elements its value
     was taken or interpolated from, with the same weights (the transposed interpolation).
 

@@ -10,6 +10,12 @@ A module holds one `func.func` (the step). Its arguments carry one role attribut
 
 Everything else is an SSA value computed inside the function. Ops carry `node` (the ONNX node
 name) and `phase` properties (see `dialects.base.MonetOp`).
+
+What the importer decided on the user's behalf is stated on the module, so that every tool and
+report can say it: `monet.notices = {<topic> = ["...", ...]}` (topics `parameters`: which
+initializers are trained and how that was decided; `routing`: the static bounds of
+data-dependent counts; `export`: what the exporter changed, such as batch normalizations folded
+into convolutions).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, UnitAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, UnitAttr
 from xdsl.ir import Attribute, Block, BlockArgument, Operation
 
 INPUT = "monet.input"
@@ -26,6 +32,7 @@ PARAM = "monet.param"
 STATE = "monet.state"
 TRAINABLE = "monet.trainable"
 ROLES = (INPUT, PARAM, STATE)
+NOTICES = "monet.notices"
 
 
 @dataclass(frozen=True)
@@ -135,3 +142,21 @@ def element_precision(fn: func.FuncOp) -> str:
             names["bf16" if isinstance(elem, BFloat16Type) else "fp16" if isinstance(elem, Float16Type)
                   else "fp64" if isinstance(elem, Float64Type) else "fp32"] += 1
     return names.most_common(1)[0][0] if names else "fp32"
+
+
+def add_notices(module: ModuleOp, topic: str, lines: Sequence[str]) -> None:
+    """Append notices of one topic to the module (see the module docstring)."""
+    if not lines:
+        return
+    current = dict(module.attributes[NOTICES].data) if NOTICES in module.attributes else {}
+    old = list(current[topic].data) if topic in current else []
+    current[topic] = ArrayAttr(old + [StringAttr(line) for line in lines])
+    module.attributes[NOTICES] = DictionaryAttr(current)
+
+
+def notices(module: ModuleOp) -> dict[str, list[str]]:
+    """The module's notices by topic."""
+    attr = module.attributes.get(NOTICES)
+    if not isinstance(attr, DictionaryAttr):
+        return {}
+    return {topic: [s.data for s in lines.data] for topic, lines in attr.data.items()}

@@ -613,7 +613,8 @@ def scatter_nd_rule(d: Differentiator, op, dys, wanted):
 @rule(nn.ResizeOp)
 def resize_rule(d: Differentiator, op, dys, wanted):
     return [d.one(grad.ResizeGradOp, [dys[0]], op.input.type,
-                  copy_props(op, "mode", "coordinate_transformation_mode", "nearest_mode"))]
+                  copy_props(op, "mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
+                             "exclude_outside", "scales"))]
 
 
 @rule(nn.CumSumOp)
@@ -647,3 +648,224 @@ def mse_rule(d: Differentiator, op, dys, wanted):
     dt = d.one(nn.NegOp, [dp], dp.type) if wanted[1] else None
     return [dp if wanted[0] else None, dt]
 
+
+
+# ---------------------------------------------------------------------- rules written with forward ops
+# The derivatives below are element-wise expressions of the forward values, emitted as the `nn`
+# ops that compute them (phase backward): no dedicated gradient op, kernel or cost entry.
+
+NON_DIFFERENTIABLE.update({
+    # zero gradient almost everywhere (PyTorch's derivatives of floor, ceil, round and sign are
+    # zeros); integer or boolean results
+    nn.SignOp, nn.FloorOp, nn.CeilOp, nn.RoundOp, nn.ArgMaxOp, nn.ArgMinOp, nn.OneHotOp, nn.NonZeroOp,
+    nn.OrOp, nn.XorOp,
+})
+
+
+def _bool_like(t: TensorType) -> TensorType:
+    from xdsl.dialects.builtin import i1
+
+    return TensorType(i1, t.get_shape())
+
+
+def _mask(d: Differentiator, op_class: type[Operation], a: SSAValue, b: SSAValue, shape_of_type: TensorType,
+          **props) -> SSAValue:
+    """A boolean comparison of a and b, broadcast to `shape_of_type`'s shape."""
+    return d.one(op_class, [a, b], _bool_like(shape_of_type), props or None)
+
+
+@rule(nn.SoftplusOp)
+def softplus_rule(d: Differentiator, op, dys, wanted):
+    return [d.one(nn.MulOp, [dys[0], d.one(nn.SigmoidOp, [op.input], op.input.type)], op.input.type)]
+
+
+@rule(nn.SoftsignOp)
+def softsign_rule(d: Differentiator, op, dys, wanted):
+    t = op.input.type
+    denom = d.one(nn.AddOp, [d.one(nn.AbsOp, [op.input], t), d.constant(1.0, t)], t)
+    return [d.one(nn.DivOp, [dys[0], d.one(nn.MulOp, [denom, denom], t)], t)]
+
+
+@rule(nn.AbsOp)
+def abs_rule(d: Differentiator, op, dys, wanted):
+    return [d.one(nn.MulOp, [dys[0], d.one(nn.SignOp, [op.input], op.input.type)], op.input.type)]
+
+
+@rule(nn.SinOp)
+def sin_rule(d: Differentiator, op, dys, wanted):
+    return [d.one(nn.MulOp, [dys[0], d.one(nn.CosOp, [op.input], op.input.type)], op.input.type)]
+
+
+@rule(nn.CosOp)
+def cos_rule(d: Differentiator, op, dys, wanted):
+    t = op.input.type
+    return [d.one(nn.NegOp, [d.one(nn.MulOp, [dys[0], d.one(nn.SinOp, [op.input], t)], t)], t)]
+
+
+def _where_positive(d: Differentiator, op, positive: SSAValue, negative: SSAValue) -> SSAValue:
+    t = op.input.type
+    return d.one(nn.WhereOp, [_mask(d, nn.GreaterOp, op.input, d.constant(0.0, t), t), positive, negative], t)
+
+
+@rule(nn.EluOp)
+def elu_rule(d: Differentiator, op, dys, wanted):
+    # x <= 0: y = alpha (e^x - 1), so dy/dx = y + alpha
+    t, dy = op.input.type, dys[0]
+    slope = d.one(nn.AddOp, [op.result, d.constant(float_of(op.alpha, 1.0), t)], t)
+    return [_where_positive(d, op, dy, d.one(nn.MulOp, [dy, slope], t))]
+
+
+@rule(nn.CeluOp)
+def celu_rule(d: Differentiator, op, dys, wanted):
+    # x <= 0: y = alpha (e^(x / alpha) - 1), so dy/dx = e^(x / alpha) = y / alpha + 1
+    t, dy = op.input.type, dys[0]
+    alpha = float_of(op.alpha, 1.0)
+    slope = d.one(nn.AddOp, [d.one(nn.DivOp, [op.result, d.constant(alpha, t)], t), d.constant(1.0, t)], t)
+    return [_where_positive(d, op, dy, d.one(nn.MulOp, [dy, slope], t))]
+
+
+@rule(nn.SeluOp)
+def selu_rule(d: Differentiator, op, dys, wanted):
+    # x <= 0: y = gamma alpha (e^x - 1), so dy/dx = y + gamma alpha; x > 0: gamma
+    t, dy = op.input.type, dys[0]
+    alpha, gamma = float_of(op.alpha, 1.6732632423543772), float_of(op.gamma, 1.0507009873554805)
+    slope = d.one(nn.AddOp, [op.result, d.constant(alpha * gamma, t)], t)
+    return [_where_positive(d, op, d.one(nn.MulOp, [dy, d.constant(gamma, t)], t), d.one(nn.MulOp, [dy, slope], t))]
+
+
+@rule(nn.MishOp)
+def mish_rule(d: Differentiator, op, dys, wanted):
+    # d/dx x tanh(sp(x)) = tanh(sp) + x (1 - tanh(sp)^2) sigmoid(x)
+    t, x = op.input.type, op.input
+    th = d.one(nn.TanhOp, [d.one(nn.SoftplusOp, [x], t)], t)
+    one_minus = d.one(nn.SubOp, [d.constant(1.0, t), d.one(nn.MulOp, [th, th], t)], t)
+    inner = d.one(nn.MulOp, [d.one(nn.MulOp, [x, one_minus], t), d.one(nn.SigmoidOp, [x], t)], t)
+    return [d.one(nn.MulOp, [dys[0], d.one(nn.AddOp, [th, inner], t)], t)]
+
+
+@rule(nn.MaxOp, nn.MinOp)
+def max_min_rule(d: Differentiator, op, dys, wanted):
+    """dy goes to the operand that is larger (smaller); ties split it in halves (PyTorch's
+    `maximum`/`minimum`)."""
+    dy = dys[0]
+    t = dy.type
+    zero, half = d.constant(0.0, t), d.one(nn.MulOp, [dy, d.constant(0.5, t)], t)
+    tie = _mask(d, nn.EqualOp, op.lhs, op.rhs, t)
+    lhs_wins = _mask(d, nn.GreaterOp if isinstance(op, nn.MaxOp) else nn.LessOp, op.lhs, op.rhs, t)
+    rhs_wins = _mask(d, nn.LessOp if isinstance(op, nn.MaxOp) else nn.GreaterOp, op.lhs, op.rhs, t)
+    grads = []
+    for operand, wins, want in ((op.lhs, lhs_wins, wanted[0]), (op.rhs, rhs_wins, wanted[1])):
+        if not want:
+            grads.append(None)
+            continue
+        share = d.one(nn.WhereOp, [wins, dy, d.one(nn.WhereOp, [tie, half, zero], t)], t)
+        grads.append(d.unbroadcast(share, operand))
+    return grads
+
+
+@rule(nn.ModOp)
+def mod_rule(d: Differentiator, op, dys, wanted):
+    # y = a - b q with q = floor(a / b) (trunc for fmod) = (a - y) / b, piecewise constant
+    dy = dys[0]
+    da = d.unbroadcast(dy, op.lhs) if wanted[0] else None
+    db = None
+    if wanted[1]:
+        t = dy.type
+        quotient = d.one(nn.DivOp, [d.one(nn.SubOp, [op.lhs, op.result], t), op.rhs], t)
+        db = d.unbroadcast(d.one(nn.NegOp, [d.one(nn.MulOp, [dy, quotient], t)], t), op.rhs)
+    return [da, db]
+
+
+@rule(nn.PReluOp)
+def prelu_rule(d: Differentiator, op, dys, wanted):
+    dy = dys[0]
+    t = dy.type
+    negative = _mask(d, nn.LessOp, op.lhs, d.constant(0.0, op.lhs.type), t)
+    dx = dslope = None
+    if wanted[0]:
+        dx = d.unbroadcast(d.one(nn.WhereOp, [negative, d.one(nn.MulOp, [dy, op.rhs], t), dy], t), op.lhs)
+    if wanted[1]:
+        scaled = d.one(nn.WhereOp, [negative, d.one(nn.MulOp, [dy, op.lhs], t), d.constant(0.0, t)], t)
+        dslope = d.unbroadcast(scaled, op.rhs)
+    return [dx, dslope]
+
+
+def _keepdims(d: Differentiator, op, value: SSAValue) -> SSAValue:
+    """A reduction's result (or its gradient) with the reduced axes kept as size 1."""
+    x = shape_of(op.input.type)
+    axes = op.reduced_axes()
+    kept = TensorType(value.type.get_element_type(), [1 if i in axes else n for i, n in enumerate(x)])
+    return value if value.type == kept else d.one(nn.ReshapeOp, [value], kept)
+
+
+@rule(nn.ReduceMaxOp, nn.ReduceMinOp)
+def reduce_max_min_rule(d: Differentiator, op, dys, wanted):
+    """dy goes to the elements equal to the result, split evenly between ties (PyTorch's
+    `amax`/`amin`)."""
+    t = op.input.type
+    y, dy = _keepdims(d, op, op.result), _keepdims(d, op, dys[0])
+    hit = d.one(nn.CastOp, [_mask(d, nn.EqualOp, op.input, y, t)], t)
+    count = d.one(nn.ReduceSumOp, [hit], y.type, {"axes": ints_attr(op.reduced_axes()), "keepdims": bool_attr(True)})
+    return [d.one(nn.MulOp, [hit, d.one(nn.DivOp, [dy, count], y.type)], t)]
+
+
+@rule(nn.TileOp)
+def tile_rule(d: Differentiator, op, dys, wanted):
+    """Each input element is read once per tile: dy, cut into [r0, d0, r1, d1, ...], summed over
+    the repeat axes."""
+    x = shape_of(op.input.type)
+    repeats = ints_of(op.repeats)
+    elem = op.input.type.get_element_type()
+    split = TensorType(elem, [n for r, dim in zip(repeats, x, strict=True) for n in (r, dim)])
+    cut = d.one(nn.ReshapeOp, [dys[0]], split)
+    return [d.one(nn.ReduceSumOp, [cut], op.input.type,
+                  {"axes": ints_attr(range(0, 2 * len(x), 2)), "keepdims": bool_attr(False)})]
+
+
+@rule(nn.TopKOp)
+def topk_rule(d: Differentiator, op, dys, wanted):
+    """The values' gradient goes back to the positions they were taken from (distinct per row)."""
+    if dys[0] is None:
+        return [None]
+    return [d.one(nn.ScatterElementsOp, [d.zeros(op.input.type), op.indices, dys[0]], op.input.type,
+                  {"axis": op.axis})]
+
+
+@rule(nn.GatherElementsOp)
+def gather_elements_rule(d: Differentiator, op, dys, wanted):
+    """dy goes back to the positions read, adding up where an index repeats."""
+    return [d.one(nn.ScatterElementsOp, [d.zeros(op.data.type), op.indices, dys[0]], op.data.type,
+                  {"axis": op.axis, "reduction": StringAttr("add")}), None]
+
+
+@rule(nn.ScatterElementsOp)
+def scatter_elements_rule(d: Differentiator, op, dys, wanted):
+    """Replaced positions of data get no gradient, added ones dy; each update the gradient at
+    the position it went to. With max (min), the data elements and updates equal to the result
+    share dy evenly (PyTorch's `scatter_reduce` amax/amin with include_self)."""
+    reduction = str_of(op.reduction, "none")
+    dy = dys[0]
+    props = {"axis": op.axis}
+    if reduction in ("none", "add"):
+        ddata = dupdates = None
+        if wanted[0]:
+            ddata = dy if reduction == "add" else d.one(
+                nn.ScatterElementsOp, [dy, op.indices, d.zeros(op.updates.type)], op.data.type, props)
+        if wanted[2]:
+            dupdates = d.one(nn.GatherElementsOp, [dy, op.indices], op.updates.type, props)
+        return [ddata, None, dupdates]
+    if reduction not in ("max", "min"):
+        raise PassFailedException(f"autodiff: no backward rule for nn.scatter_elements with reduction "
+                                  f"'{reduction}' (node '{graph.op_node(op)}')")
+    t, ut = op.data.type, op.updates.type
+    data_hit = d.one(nn.CastOp, [_mask(d, nn.EqualOp, op.data, op.result, t)], t)
+    reached = d.one(nn.GatherElementsOp, [op.result, op.indices], ut, props)
+    update_hit = d.one(nn.CastOp, [_mask(d, nn.EqualOp, op.updates, reached, ut)], ut)
+    count = d.one(nn.ScatterElementsOp, [data_hit, op.indices, update_hit], t,
+                  {**props, "reduction": StringAttr("add")})
+    share = d.one(nn.DivOp, [dy, d.one(nn.MaxOp, [count, d.constant(1.0, t)], t)], t)
+    ddata = d.one(nn.MulOp, [share, data_hit], t) if wanted[0] else None
+    dupdates = None
+    if wanted[2]:
+        dupdates = d.one(nn.MulOp, [d.one(nn.GatherElementsOp, [share, op.indices], ut, props), update_hit], ut)
+    return [ddata, None, dupdates]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, TensorType, i1
+from typing import Any, ClassVar
+
+from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, TensorType, i1, i64
 from xdsl.irdl import (
     operand_def,
     opt_prop_def,
@@ -35,7 +37,7 @@ from dialects.base import (
     shape_of,
     str_of,
 )
-from dialects.interfaces import CostFree, MovedAxisTiling, OnnxNames, Tiling, VectorWork
+from dialects.interfaces import CostFree, MovedAxisTiling, OnnxNames, ReductionWork, Tiling, VectorWork
 from dialects.sharding import IndexMap, Sharding, joined_axis_map
 
 
@@ -349,6 +351,172 @@ class ScatterNDOp(MonetOp):
 
 
 @irdl_op_definition
+class ScatterElementsOp(MonetOp):
+    """A copy of `data` with the element at each position of `indices` along `axis` replaced by
+    (`reduction` add, mul, max, min: combined with) the matching element of `updates` (ONNX
+    ScatterElements; PyTorch's `scatter`, `scatter_add`, `index_add`, `scatter_reduce`); the inverse
+    addressing of `nn.gather_elements`. Message passing in graph networks and the combine step of
+    a mixture of experts.
+
+    `%h = nn.scatter_elements %zeros, %dst, %msg {axis = 0 : i64, reduction = "add"} : (tensor<20x32xf32>, tensor<60x32xi64>, tensor<60x32xf32>) -> tensor<20x32xf32>`
+    """
+
+    name = "nn.scatter_elements"
+    data = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    updates = operand_def(TensorType)
+    axis = opt_prop_def(IntegerAttr)
+    reduction = opt_prop_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"), OnnxNames("ScatterElements"))
+    assembly_format = operands_format("data", "indices", "updates")
+
+    REDUCTIONS: ClassVar[tuple[str, ...]] = ("none", "add", "mul", "max", "min")
+
+    def verify_semantics(self) -> None:
+        d, idx, u = shape_of(self.data.type), shape_of(self.indices.type), shape_of(self.updates.type)
+        expect(not is_float_type(self.indices.type), self, "indices must be integers")
+        expect(str_of(self.reduction, "none") in self.REDUCTIONS, self,
+               f"reduction must be one of {', '.join(self.REDUCTIONS)}")
+        expect(len(d) == len(idx), self, "data and indices must have the same rank")
+        expect_shape(self, "updates", u, idx)
+        try:
+            normalize_axis(int_of(self.axis), len(d))
+        except ValueError as e:
+            raise_verify(self, str(e))
+        expect_shape(self, "result", shape_of(self.result.type), d)
+        expect_same_elem(self, self.data.type, self.updates.type, self.result.type)
+
+
+@irdl_op_definition
+class TileOp(MonetOp):
+    """Repeat the input `repeats[i]` times along each axis (ONNX Tile).
+
+    `%t = nn.tile %x {repeats = array<i64: 1, 4, 1>} : (tensor<2x8x16xf32>) -> tensor<2x32x16xf32>`
+    """
+
+    name = "nn.tile"
+    input = operand_def(TensorType)
+    repeats = prop_def(DenseArrayBase)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), VectorWork(0, "data_movement"), OnnxNames("Tile"))
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        x, repeats = shape_of(self.input.type), ints_of(self.repeats)
+        expect(len(repeats) == len(x), self, f"repeats needs {len(x)} entries")
+        expect(all(r >= 0 for r in repeats), self, "repeats must be non-negative")
+        expect_shape(self, "result", shape_of(self.result.type), tuple(d * r for d, r in zip(x, repeats)))
+        expect_same_elem(self, self.input.type, self.result.type)
+
+
+@irdl_op_definition
+class TopKOp(MonetOp):
+    """The `k` largest (`largest = false`: smallest) elements along `axis` and their indices,
+    sorted (ONNX TopK; a mixture of experts' routing). The values' gradient goes back to the
+    positions they were taken from; the indices have none.
+
+    `%w, %e = nn.topk %p {k = 2 : i64, axis = -1 : i64} : (tensor<16x8xf32>) -> (tensor<16x2xf32>, tensor<16x2xi64>)`
+    """
+
+    name = "nn.topk"
+    input = operand_def(TensorType)
+    k = prop_def(IntegerAttr)
+    axis = opt_prop_def(IntegerAttr)
+    largest = opt_prop_def(BoolAttr)
+    values = result_def(TensorType)
+    indices = result_def(TensorType)
+    # a top-k keeps a running list of k per row: about log2(k) + 1 compares per element read
+    traits = traits_def(Pure(), ReductionWork(3), OnnxNames("TopK"))
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        x = list(shape_of(self.input.type))
+        try:
+            axis = normalize_axis(int_of(self.axis, -1), len(x))
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        k = int_of(self.k)
+        expect(0 <= k <= x[axis], self, f"k = {k} is out of range for an axis of {x[axis]}")
+        x[axis] = k
+        expect_shape(self, "values", shape_of(self.values.type), x)
+        expect_shape(self, "indices", shape_of(self.indices.type), x)
+        expect_same_elem(self, self.input.type, self.values.type)
+        expect(elem_of(self.indices.type) == i64, self, "indices must be a tensor of i64")
+
+
+@irdl_op_definition
+class OneHotOp(MonetOp):
+    """One-hot encoding of integer `indices` (negative ones count from the end) with `depth`
+    classes on a new axis `axis`: `on_value` at the index, `off_value` elsewhere (ONNX OneHot,
+    values known at import).
+
+    `%m = nn.one_hot %e {depth = 8 : i64, axis = -1 : i64, off_value = 0.0 : f64, on_value = 1.0 : f64} : (tensor<16x2xi64>) -> tensor<16x2x8xi64>`
+    """
+
+    name = "nn.one_hot"
+    indices = operand_def(TensorType)
+    depth = prop_def(IntegerAttr)
+    axis = opt_prop_def(IntegerAttr)
+    off_value = opt_prop_def(FloatAttr)
+    on_value = opt_prop_def(FloatAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), VectorWork(1), OnnxNames("OneHot"))
+    assembly_format = operands_format("indices")
+
+    def verify_semantics(self) -> None:
+        idx = list(shape_of(self.indices.type))
+        expect(not is_float_type(self.indices.type), self, "indices must be integers")
+        depth = int_of(self.depth)
+        expect(depth >= 1, self, "depth must be positive")
+        try:
+            axis = normalize_axis(int_of(self.axis, -1), len(idx) + 1)
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        expect_shape(self, "result", shape_of(self.result.type), idx[:axis] + [depth] + idx[axis:])
+
+
+@irdl_op_definition
+class NonZeroOp(MonetOp):
+    """The coordinates of the non-zero (true) elements of `input`, one column each, in row-major
+    order (ONNX NonZero): a data-dependent count, which the result type bounds statically (the
+    importer's capacity bound, `monet_ir.frontend.routing`). Columns past the true elements repeat
+    the last true element's coordinates (zeros when none is true); true elements past the bound
+    are dropped, as a capacity-bounded mixture of experts drops the tokens over an expert's
+    capacity.
+
+    `%c = nn.nonzero %mask : (tensor<2x16xi1>) -> tensor<2x8xi64>`
+    """
+
+    name = "nn.nonzero"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), ReductionWork(2), OnnxNames("NonZero"))
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        x, y = shape_of(self.input.type), shape_of(self.result.type)
+        expect(len(y) == 2 and y[0] == len(x), self, f"result must have shape [{len(x)}, bound]")
+        if len(y) == 2:
+            expect(y[1] <= num_elements(x), self, f"the bound {y[1]} exceeds the input's {num_elements(x)} elements")
+        expect(elem_of(self.result.type) == i64, self, "result must be a tensor of i64")
+
+    @staticmethod
+    def coordinates(x: Any, bound: int) -> Any:
+        """The op's semantics on a numpy array: the first `bound` true coordinates of `x` in
+        row-major order, missing columns repeating the last true one (zeros when none is)."""
+        import numpy as np
+
+        found = np.array(np.nonzero(np.asarray(x)), dtype=np.int64).reshape(np.ndim(x), -1)
+        if found.shape[1] >= bound:
+            return found[:, :bound]
+        fill = found[:, -1:] if found.shape[1] else np.zeros((np.ndim(x), 1), np.int64)
+        return np.concatenate([found, np.repeat(fill, bound - found.shape[1], axis=1)], axis=1)
+
+
+@irdl_op_definition
 class PadOp(MonetOp):
     """Pad (ONNX Pad) with `pads` in begin..end order over all axes.
 
@@ -398,7 +566,7 @@ class DropoutOp(MonetOp, Tiling, Sharding):
         expect(0.0 <= float_of(self.ratio, 0.5) < 1.0, self, "ratio must be in [0, 1)")
 
 
-RESIZE_MODES = ("nearest", "linear")
+RESIZE_MODES = ("nearest", "linear", "cubic")
 RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners")
 RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
@@ -412,15 +580,32 @@ def verify_resize_options(op: MonetOp) -> None:
            f"coordinate_transformation_mode must be one of {', '.join(RESIZE_COORDINATES)}, not '{coords}'")
     nearest = str_of(op.nearest_mode, "round_prefer_floor")
     expect(nearest in RESIZE_NEAREST, op, f"nearest_mode must be one of {', '.join(RESIZE_NEAREST)}, not '{nearest}'")
+    scales = op.scale_factors()
+    expect(all(s > 0 for s in scales), op, "scales must be positive")
+
+
+class ResizeOptions:
+    """The optional properties nn.resize and grad.resize share beyond mode and coordinates."""
+
+    cubic_coeff_a = opt_prop_def(FloatAttr)
+    exclude_outside = opt_prop_def(BoolAttr)
+    scales = opt_prop_def(DenseArrayBase)
+
+    def scale_factors(self) -> tuple[float, ...]:
+        """The per-axis scales the coordinates are mapped with when they are not output/input
+        (ONNX Resize given scales that do not give whole sizes); () otherwise."""
+        return tuple(float(v) for v in self.scales.get_values()) if self.scales is not None else ()
 
 
 @irdl_op_definition
-class ResizeOp(MonetOp):
-    """Resize every axis to the result's size by nearest-neighbour or (multi-)linear
+class ResizeOp(MonetOp, ResizeOptions):
+    """Resize every axis to the result's size by nearest-neighbour, (multi-)linear or cubic
     interpolation (ONNX Resize; PyTorch's `interpolate`/`Upsample`): output coordinate o maps
-    to input coordinate x by `coordinate_transformation_mode` with scale out/in, then takes the
-    nearest input (`nearest_mode`) or interpolates between the two around x, clamped to the
-    input.
+    to input coordinate x by `coordinate_transformation_mode` with scale out/in (or `scales`,
+    f64 per axis, when the file gives scales that are not out/in), then takes the nearest input
+    (`nearest_mode`), interpolates between the two around x, clamped to the input, or applies
+    the cubic kernel of `cubic_coeff_a` (default -0.75) to the four around x (edge values
+    repeated; `exclude_outside` drops the outside ones and renormalizes).
 
     `%u = nn.resize %x {mode = "linear", coordinate_transformation_mode = "half_pixel"} : (tensor<2x8x4x4xf32>) -> tensor<2x8x16x16xf32>`
     """

@@ -181,6 +181,118 @@ class NotOp(UnaryOp):
         expect(elem_of(self.input.type) == i1, self, "operand must be a tensor of i1")
 
 
+@irdl_op_definition
+class SoftplusOp(UnaryOp):
+    """log(1 + exp(x)) (ONNX Softplus; Mamba's step sizes). `%y = nn.softplus %x : tensor<8xf32>`"""
+
+    name = "nn.softplus"
+    traits = traits_def(VectorWork(5))
+
+
+@irdl_op_definition
+class SoftsignOp(UnaryOp):
+    """x / (1 + |x|). `%y = nn.softsign %x : tensor<8xf32>`"""
+
+    name = "nn.softsign"
+    traits = traits_def(VectorWork(3))
+
+
+@irdl_op_definition
+class AbsOp(UnaryOp):
+    """|x|. `%y = nn.abs %x : tensor<8xf32>`"""
+
+    name = "nn.abs"
+    traits = traits_def(VectorWork(1))
+    FLOAT_ONLY: ClassVar[bool] = False
+
+
+@irdl_op_definition
+class SignOp(UnaryOp):
+    """-1, 0 or 1 by the sign of x (its gradient is zero). `%y = nn.sign %x : tensor<8xf32>`"""
+
+    name = "nn.sign"
+    traits = traits_def(VectorWork(1))
+    FLOAT_ONLY: ClassVar[bool] = False
+
+
+@irdl_op_definition
+class SinOp(UnaryOp):
+    """sin(x) (sinusoidal time and position embeddings computed on data). `%y = nn.sin %t : tensor<2x64xf32>`"""
+
+    name = "nn.sin"
+    traits = traits_def(VectorWork(8))
+
+
+@irdl_op_definition
+class CosOp(UnaryOp):
+    """cos(x). `%y = nn.cos %t : tensor<2x64xf32>`"""
+
+    name = "nn.cos"
+    traits = traits_def(VectorWork(8))
+
+
+@irdl_op_definition
+class FloorOp(UnaryOp):
+    """Round down (its gradient is zero: stochastic depth's keep mask is floor(p + u)).
+    `%y = nn.floor %x : tensor<2x1x1x1xf32>`"""
+
+    name = "nn.floor"
+    traits = traits_def(VectorWork(1))
+
+
+@irdl_op_definition
+class CeilOp(UnaryOp):
+    """Round up (zero gradient). `%y = nn.ceil %x : tensor<8xf32>`"""
+
+    name = "nn.ceil"
+    traits = traits_def(VectorWork(1))
+
+
+@irdl_op_definition
+class RoundOp(UnaryOp):
+    """Round half to even, as ONNX Round (zero gradient). `%y = nn.round %x : tensor<8xf32>`"""
+
+    name = "nn.round"
+    traits = traits_def(VectorWork(1))
+
+
+@irdl_op_definition
+class EluOp(UnaryOp):
+    """x if x > 0 else alpha * (exp(x) - 1). `%y = nn.elu %x {alpha = 1.0 : f64} : tensor<8xf32>`"""
+
+    name = "nn.elu"
+    traits = traits_def(VectorWork(5))
+    alpha = opt_prop_def(FloatAttr)
+
+
+@irdl_op_definition
+class CeluOp(UnaryOp):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)). `%y = nn.celu %x {alpha = 1.0 : f64} : tensor<8xf32>`"""
+
+    name = "nn.celu"
+    traits = traits_def(VectorWork(6))
+    alpha = opt_prop_def(FloatAttr)
+
+
+@irdl_op_definition
+class SeluOp(UnaryOp):
+    """gamma * (x if x > 0 else alpha * (exp(x) - 1)), ONNX's default alpha and gamma.
+    `%y = nn.selu %x : tensor<8xf32>`"""
+
+    name = "nn.selu"
+    traits = traits_def(VectorWork(6))
+    alpha = opt_prop_def(FloatAttr)
+    gamma = opt_prop_def(FloatAttr)
+
+
+@irdl_op_definition
+class MishOp(UnaryOp):
+    """x * tanh(softplus(x)). `%y = nn.mish %x : tensor<8xf32>`"""
+
+    name = "nn.mish"
+    traits = traits_def(VectorWork(12))
+
+
 class AxisUnaryOp(UnaryOp, SameRowsOfFirst):
     axis = prop_def(IntegerAttr)
 
@@ -316,6 +428,62 @@ class AndOp(BinaryOp):
     name = "nn.and"
     traits = traits_def(VectorWork(1))
     RESULT_IS_BOOL: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class OrOp(BinaryOp):
+    """Logical or. `%m = nn.or %a, %b : (tensor<8xi1>, tensor<8xi1>) -> tensor<8xi1>`"""
+
+    name = "nn.or"
+    traits = traits_def(VectorWork(1))
+    RESULT_IS_BOOL: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class XorOp(BinaryOp):
+    """Logical exclusive or. `%m = nn.xor %a, %b : (tensor<8xi1>, tensor<8xi1>) -> tensor<8xi1>`"""
+
+    name = "nn.xor"
+    traits = traits_def(VectorWork(1))
+    RESULT_IS_BOOL: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class MaxOp(BinaryOp):
+    """Element-wise maximum with broadcasting (ONNX Max of two operands; RWKV's clamps). Ties send
+    half the gradient to each operand, as PyTorch's `maximum` does.
+    `%z = nn.max %x, %y : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>`"""
+
+    name = "nn.max"
+    traits = traits_def(VectorWork(1))
+
+
+@irdl_op_definition
+class MinOp(BinaryOp):
+    """Element-wise minimum with broadcasting (ONNX Min of two operands).
+    `%z = nn.min %x, %y : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>`"""
+
+    name = "nn.min"
+    traits = traits_def(VectorWork(1))
+
+
+@irdl_op_definition
+class ModOp(BinaryOp):
+    """Remainder: the divisor's sign (Python's %, ONNX Mod fmod = 0) or the dividend's
+    (`fmod = true`). `%z = nn.mod %a, %b : (tensor<8xi64>, tensor<i64>) -> tensor<8xi64>`"""
+
+    name = "nn.mod"
+    traits = traits_def(VectorWork(3))
+    fmod = opt_prop_def(BoolAttr)
+
+
+@irdl_op_definition
+class PReluOp(BinaryOp):
+    """x if x >= 0 else slope * x, the slope (a parameter) broadcast to x (ONNX PRelu).
+    `%y = nn.prelu %x, %slope : (tensor<2x8x4x4xf32>, tensor<8x1x1xf32>) -> tensor<2x8x4x4xf32>`"""
+
+    name = "nn.prelu"
+    traits = traits_def(VectorWork(2))
 
 
 @irdl_op_definition

@@ -1,14 +1,16 @@
-"""Pooling and reduction ops of the `nn` dialect: max, average and global average pooling, `reduce_sum`, `reduce_mean`."""
+"""Pooling and reduction ops of the `nn` dialect: max, average and global average pooling, `reduce_sum`, `reduce_mean`,
+`reduce_max`, `reduce_min`, `argmax`, `argmin`, `cumsum`."""
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, IntegerAttr, TensorType
+from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, IntegerAttr, TensorType, i64
 from xdsl.irdl import operand_def, opt_prop_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
 
 from dialects.base import (
     MonetOp,
     bool_of,
+    elem_of,
     expect,
     expect_same_elem,
     expect_shape,
@@ -163,6 +165,82 @@ class ReduceMeanOp(ReduceOp):
 
     name = "nn.reduce_mean"
     traits = traits_def(ReductionWork(1))
+
+
+@irdl_op_definition
+class ReduceMaxOp(ReduceOp):
+    """Maximum over `axes` (all when absent); the gradient goes to the maxima, split evenly
+    between ties (PyTorch's `amax`).
+
+    `%m = nn.reduce_max %x {axes = array<i64: 2>, keepdims = false} : (tensor<2x64x128xf32>) -> tensor<2x64xf32>`
+    """
+
+    name = "nn.reduce_max"
+    traits = traits_def(ReductionWork(1))
+
+    def index_map(self) -> IndexMap | None:
+        m = super().index_map()
+        m.norm = set(self.reduced_axes())  # a maximum over a split axis is no partial sum
+        return m
+
+
+@irdl_op_definition
+class ReduceMinOp(ReduceOp):
+    """Minimum over `axes` (all when absent).
+
+    `%m = nn.reduce_min %x {axes = array<i64: -1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>`
+    """
+
+    name = "nn.reduce_min"
+    traits = traits_def(ReductionWork(1))
+
+    def index_map(self) -> IndexMap | None:
+        m = super().index_map()
+        m.norm = set(self.reduced_axes())
+        return m
+
+
+class ArgReduceOp(MonetOp):
+    """The index of the maximum (minimum) along one axis, as i64: no gradient."""
+
+    input = operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    keepdims = opt_prop_def(BoolAttr)
+    select_last_index = opt_prop_def(BoolAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), ReductionWork(2))
+    assembly_format = operands_format("input")
+
+    def verify_semantics(self) -> None:
+        x = shape_of(self.input.type)
+        try:
+            want = reduce_shape(x, [int_of(self.axis)], bool_of(self.keepdims, True))
+        except ValueError as e:
+            raise_verify(self, str(e))
+            return
+        expect_shape(self, "result", shape_of(self.result.type), want)
+        expect(elem_of(self.result.type) == i64, self, "result must be a tensor of i64")
+
+
+@irdl_op_definition
+class ArgMaxOp(ArgReduceOp):
+    """Index of the maximum along `axis` (ONNX ArgMax; CLIP pools its text tower at the end
+    token found this way).
+
+    `%i = nn.argmax %ids {axis = -1 : i64, keepdims = false} : (tensor<2x16xi64>) -> tensor<2xi64>`
+    """
+
+    name = "nn.argmax"
+
+
+@irdl_op_definition
+class ArgMinOp(ArgReduceOp):
+    """Index of the minimum along `axis` (ONNX ArgMin).
+
+    `%i = nn.argmin %d {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x1xi64>`
+    """
+
+    name = "nn.argmin"
 
 
 @irdl_op_definition

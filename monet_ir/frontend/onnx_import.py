@@ -71,6 +71,9 @@ class ImportOptions:
     function_name: str = "main"
     frozen: tuple[str, ...] = ()
     """Parameters to import as non-trainable (by ONNX initializer name)."""
+    capacity_factor: float = 1.0
+    """The static bound of data-dependent counts (`monet_ir.frontend.onnx_indexing`): tokens per
+    expert = capacity factor x tokens x k / experts."""
 
 
 def import_onnx(
@@ -81,12 +84,15 @@ def import_onnx(
     frozen: tuple[str, ...] = (),
     source_name: str | None = None,
     value_names: dict[str, SSAValue] | None = None,
+    capacity_factor: float = 1.0,
 ) -> ModuleOp:
     """Import an ONNX file (a path, its bytes or a binary stream) as a verified MONET module.
 
     `value_names`, when given, is filled with the SSA value of every ONNX tensor name that has
     one (aliases such as an Identity's output share their input's value)."""
-    options = ImportOptions(dict(dims or {}), function_name, tuple(frozen))
+    if not capacity_factor > 0 or not math.isfinite(capacity_factor):
+        raise OnnxImportError([f"--capacity-factor {capacity_factor}: must be a positive number"])
+    options = ImportOptions(dict(dims or {}), function_name, tuple(frozen), capacity_factor)
     name, model, base_dir = _load(source, source_name)
     importer = OnnxImporter(model, name, base_dir, options)
     module = importer.run()
@@ -167,6 +173,9 @@ class OnnxImporter:
         self.opset = 17
         from monet_ir.frontend import ort_training
 
+        from monet_ir.frontend.routing import RoutingShadow
+
+        self.routing = RoutingShadow(options.capacity_factor)
         self.ort = ort_training.detect(self.graph)
         self.producers = {o: n for n in self.graph.node for o in n.output} if self.ort else {}
 
@@ -384,6 +393,7 @@ class OnnxImporter:
     # ------------------------------------------------------------------ nodes
 
     def _convert_nodes(self) -> None:
+        from monet_ir.frontend import onnx_indexing  # noqa: F401  (registers TopK, NonZero, ScatterElements, ...)
         from monet_ir.frontend import onnx_recurrent  # noqa: F401  (registers the LSTM and GRU converters)
         from monet_ir.frontend import ort_ops  # noqa: F401  (registers ONNX Runtime training converters)
         from monet_ir.frontend import ort_training
@@ -420,6 +430,7 @@ class OnnxImporter:
                 self._poison(node)
                 return
             converter(self, node)
+            self.routing.follow(self, node)
         except input_failed:
             self._poison(node)  # the node that failed first has reported why
         except unsupported as e:
@@ -660,6 +671,7 @@ class OnnxImporter:
         )
         module = ModuleOp([fn])
         module.attributes["monet.source"] = StringAttr(os.path.basename(self.file))
+        graph.add_notices(module, "routing", self.routing.notes)
         return module
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xdsl.dialects.builtin import StringAttr, TensorType
+from xdsl.dialects.builtin import DenseArrayBase, StringAttr, TensorType, f64
 from xdsl.ir import Operation, SSAValue
 
 from dialects import grad, nn, train
 from dialects.base import (
     bool_attr,
+    broadcast_shapes,
+    shape_of,
     float_attr,
     int_attr,
     ints_attr,
@@ -135,12 +137,29 @@ def check_no_extra_outputs(node: Any, keep: int, what: str) -> None:
 UNARY = {
     "Relu": nn.ReluOp, "Sigmoid": nn.SigmoidOp, "HardSwish": nn.HardSwishOp, "Tanh": nn.TanhOp,
     "Erf": nn.ErfOp, "Sqrt": nn.SqrtOp, "Neg": nn.NegOp, "Exp": nn.ExpOp, "Log": nn.LogOp, "Not": nn.NotOp,
+    "Softplus": nn.SoftplusOp, "Softsign": nn.SoftsignOp, "Abs": nn.AbsOp, "Sign": nn.SignOp, "Sin": nn.SinOp,
+    "Cos": nn.CosOp, "Floor": nn.FloorOp, "Ceil": nn.CeilOp, "Round": nn.RoundOp, "Mish": nn.MishOp,
 }
 
 
 @converts(*UNARY)
 def convert_unary(imp: Any, node: Any) -> None:
     emit(imp, node, UNARY[node.op_type], [imp.value(node.input[0])], same_type(imp, node))
+
+
+@converts("Elu", "Celu")
+def convert_elu(imp: Any, node: Any) -> None:
+    op = nn.EluOp if node.op_type == "Elu" else nn.CeluOp
+    emit(imp, node, op, [imp.value(node.input[0])], same_type(imp, node),
+         {"alpha": float_attr(attr(node, "alpha", 1.0))})
+
+
+@converts("Selu")
+def convert_selu(imp: Any, node: Any) -> None:
+    emit(imp, node, nn.SeluOp, [imp.value(node.input[0])], same_type(imp, node), {
+        "alpha": float_attr(attr(node, "alpha", 1.6732632423543772)),
+        "gamma": float_attr(attr(node, "gamma", 1.0507009873554805)),
+    })
 
 
 @converts("LeakyRelu")
@@ -185,6 +204,7 @@ def convert_softmax(imp: Any, node: Any) -> None:
 BINARY = {
     "Add": nn.AddOp, "Sub": nn.SubOp, "Mul": nn.MulOp, "Div": nn.DivOp, "Pow": nn.PowOp,
     "Equal": nn.EqualOp, "And": nn.AndOp, "Less": nn.LessOp, "Greater": nn.GreaterOp,
+    "Or": nn.OrOp, "Xor": nn.XorOp, "PRelu": nn.PReluOp,
 }
 
 
@@ -194,6 +214,30 @@ def convert_binary(imp: Any, node: Any) -> None:
     if node.op_type == "Pow" and lhs.type.get_element_type() != rhs.type.get_element_type():
         rhs = cast_to(imp, node, rhs, lhs.type.get_element_type())
     emit(imp, node, BINARY[node.op_type], [lhs, rhs], same_type(imp, node))
+
+
+@converts("Max", "Min")
+def convert_max_min(imp: Any, node: Any) -> None:
+    """The element-wise maximum (minimum) of any number of operands, broadcasting: a chain of
+    binary `nn.max` (`nn.min`), one operand is the identity."""
+    op = nn.MaxOp if node.op_type == "Max" else nn.MinOp
+    operands = [imp.value(n) for n in node.input if n]
+    if not operands:
+        raise Unsupported("needs at least one operand")
+    out = imp.result_type(node.output[0])
+    value = operands[0]
+    for i, rhs in enumerate(operands[1:], start=2):
+        shape = broadcast_shapes(shape_of(value.type), shape_of(rhs.type))
+        t = out if i == len(operands) else TensorType(out.get_element_type(), shape)
+        value = emit(imp, node, op, [value, rhs], [t], outputs=[] if i < len(operands) else None).results[0]
+    if len(operands) == 1:
+        imp.bind(node.output[0], value)
+
+
+@converts("Mod")
+def convert_mod(imp: Any, node: Any) -> None:
+    emit(imp, node, nn.ModOp, [imp.value(node.input[0]), imp.value(node.input[1])], same_type(imp, node),
+         {"fmod": bool_attr(True) if attr(node, "fmod", 0) else None})
 
 
 @converts("LessOrEqual", "GreaterOrEqual")
@@ -233,14 +277,15 @@ def convert_random(imp: Any, node: Any) -> None:
 
 @converts("Resize")
 def convert_resize(imp: Any, node: Any) -> None:
-    """Nearest and (multi-)linear resizing to the output's static shape; scales must give whole
-    sizes (PyTorch's exports give sizes, or integer scale factors)."""
+    """Nearest, (multi-)linear and cubic resizing to the output's static shape. Scales that do
+    not give the output size exactly (a bicubic interpolation of position embeddings by a
+    fractional factor) are kept: ONNX maps the coordinates with them."""
     from dialects.nn.data_movement import RESIZE_COORDINATES, RESIZE_NEAREST
 
     mode, coords = _text(attr(node, "mode", "nearest")), _text(attr(node, "coordinate_transformation_mode", "half_pixel"))
     nearest = _text(attr(node, "nearest_mode", "round_prefer_floor"))
-    if mode not in ("nearest", "linear"):
-        raise Unsupported(f"mode '{mode}' is not modelled (nearest and linear are)")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise Unsupported(f"mode '{mode}' is not an ONNX value")
     if coords not in RESIZE_COORDINATES:
         raise Unsupported(f"coordinate_transformation_mode '{coords}' is not modelled")
     if nearest not in RESIZE_NEAREST:
@@ -254,14 +299,20 @@ def convert_resize(imp: Any, node: Any) -> None:
     if imp.opset >= 11:
         const_input(imp, node, 1, "roi")  # read only by tf_crop_and_resize, which is refused above
     scales = const_input(imp, node, 2, "scales") if imp.opset >= 11 else const_input(imp, node, 1, "scales")
+    kept_scales = None
     if scales is not None and scales.size:
-        exact = [float(s) * d for s, d in zip(scales.reshape(-1), x_shape, strict=False)]
-        if any(abs(e - round(e)) > 1e-6 for e in exact):
-            raise Unsupported(f"scales {[float(s) for s in scales.reshape(-1)]} do not give whole output sizes")
+        factors = [float(v) for v in scales.reshape(-1)]
+        if len(factors) != len(x_shape):
+            raise Unsupported(f"{len(factors)} scales for an input of rank {len(x_shape)}")
+        if any(abs(f * d - n) > 1e-6 for f, d, n in zip(factors, x_shape, out.get_shape(), strict=True)):
+            kept_scales = factors
     emit(imp, node, nn.ResizeOp, [imp.value(node.input[0])], [out], {
         "mode": StringAttr(mode),
         "coordinate_transformation_mode": StringAttr(coords),
         "nearest_mode": StringAttr(nearest) if mode == "nearest" else None,
+        "cubic_coeff_a": float_attr(attr(node, "cubic_coeff_a", -0.75)) if mode == "cubic" else None,
+        "exclude_outside": bool_attr(True) if attr(node, "exclude_outside", 0) else None,
+        "scales": DenseArrayBase.from_list(f64, kept_scales) if kept_scales else None,
     })
 
 
@@ -643,6 +694,44 @@ def convert_reduce(imp: Any, node: Any) -> None:
     })
 
 
+@converts("ReduceMax", "ReduceMin")
+def convert_reduce_max_min(imp: Any, node: Any) -> None:
+    axes = const_ints(imp, node, 1, "axes") if imp.opset >= 18 else attr(node, "axes")
+    if not axes and attr(node, "noop_with_empty_axes", 0):
+        imp.bind(node.output[0], imp.value(node.input[0]))
+        return
+    op = nn.ReduceMaxOp if node.op_type == "ReduceMax" else nn.ReduceMinOp
+    emit(imp, node, op, [imp.value(node.input[0])], same_type(imp, node), {
+        "axes": ints_attr(axes) if axes else None,
+        "keepdims": bool_attr(bool(attr(node, "keepdims", 1))),
+    })
+
+
+@converts("GlobalMaxPool")
+def convert_global_max_pool(imp: Any, node: Any) -> None:
+    """The maximum over every spatial axis, kept as size 1: a `reduce_max`."""
+    rank = len(imp.type_of(node.input[0]).get_shape())
+    emit(imp, node, nn.ReduceMaxOp, [imp.value(node.input[0])], same_type(imp, node),
+         {"axes": ints_attr(range(2, rank)), "keepdims": bool_attr(True)})
+
+
+@converts("ArgMax", "ArgMin")
+def convert_arg_reduce(imp: Any, node: Any) -> None:
+    from monet_ir.frontend.routing import balanced_choices
+
+    op = nn.ArgMaxOp if node.op_type == "ArgMax" else nn.ArgMinOp
+    x = imp.value(node.input[0])
+    axis, keepdims = attr(node, "axis", 0), bool(attr(node, "keepdims", 1))
+    emit(imp, node, op, [x], same_type(imp, node), {
+        "axis": int_attr(axis),
+        "keepdims": bool_attr(keepdims),
+        "select_last_index": bool_attr(True) if attr(node, "select_last_index", 0) else None,
+    })
+    # a top-1 routing decision (Switch Transformer): its balanced value bounds what follows
+    choice = balanced_choices(list(x.type.get_shape()), axis, 1)
+    imp.routing.set_decisions(node.output[0], choice if keepdims else choice.squeeze(axis))
+
+
 @converts("ReduceL2", "ReduceSumSquare")
 def convert_reduce_l2(imp: Any, node: Any) -> None:
     """sqrt(sum(x * x)) and sum(x * x) as the element-wise ops and sum they are (Swin V2's
@@ -764,9 +853,22 @@ def convert_pad(imp: Any, node: Any) -> None:
             full[a % rank] = pads[i]
             full[rank + a % rank] = pads[len(axes) + i]
         pads = full
+    x = imp.value(node.input[0])
     if any(p < 0 for p in pads):
-        raise Unsupported("negative pads (cropping) are not modelled")
-    emit(imp, node, nn.PadOp, [imp.value(node.input[0])], same_type(imp, node), {
+        # a negative pad crops: the slice that keeps what remains, then the positive pads
+        shape = list(x.type.get_shape())
+        starts = [max(0, -p) for p in pads[:rank]]
+        ends = [d - max(0, -p) for d, p in zip(shape, pads[rank:], strict=True)]
+        if any(e < s for s, e in zip(starts, ends, strict=True)):
+            raise Unsupported(f"pads {pads} crop more than the input's {shape}")
+        cropped = TensorType(x.type.get_element_type(), [e - s for s, e in zip(starts, ends, strict=True)])
+        pads = [max(0, p) for p in pads]
+        final = not any(pads)
+        x = emit(imp, node, nn.SliceOp, [x], [imp.result_type(node.output[0]) if final else cropped],
+                 {"starts": ints_attr(starts), "ends": ints_attr(ends)}, outputs=None if final else []).results[0]
+        if final:
+            return
+    emit(imp, node, nn.PadOp, [x], same_type(imp, node), {
         "pads": ints_attr(pads),
         "mode": StringAttr(attr(node, "mode", "constant")),
         "value": float_attr(value) if value else None,

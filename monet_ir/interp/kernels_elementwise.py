@@ -23,7 +23,8 @@ __all__ = [
     "add", "sub", "mul", "div", "pow", "sum", "neg", "sqrt", "exp", "log",
     "relu", "leaky_relu", "clip", "sigmoid", "hard_sigmoid", "hard_swish",
     "tanh", "erf", "gelu", "where", "equal", "logical_and", "logical_or", "logical_not",
-    "cast", "identity",
+    "cast", "identity", "softplus", "softsign", "sign", "elu", "celu", "selu", "mish", "maximum", "minimum",
+    "mod", "prelu",
     # backward
     "add_grad", "sub_grad", "mul_grad", "div_grad", "pow_grad", "sum_grad",
     "neg_grad", "sqrt_grad", "exp_grad", "log_grad", "relu_grad",
@@ -350,3 +351,70 @@ def cast_grad(dy, x_dtype):
     """Cast backward: dY cast back to the source dtype (only meaningful float -> float)."""
     return np.asarray(dy).astype(np.dtype(x_dtype))
 
+
+
+# --- activations and arithmetic without a backward kernel ------------------
+# (their gradients are written with forward ops by `autodiff`)
+
+def softplus(x):
+    """ONNX Softplus: log(1 + exp(x)), without overflow for large x."""
+    x = np.asarray(x)
+    return _as(np.logaddexp(x, 0.0), x)
+
+
+def softsign(x):
+    """ONNX Softsign: x / (1 + |x|)."""
+    x = np.asarray(x)
+    return _as(x / (1.0 + np.abs(x)), x)
+
+
+def sign(x):
+    """ONNX Sign: -1, 0 or 1 in x's dtype."""
+    x = np.asarray(x)
+    return _as(np.sign(x), x)
+
+
+def elu(x, *, alpha=1.0):
+    """ONNX Elu."""
+    x = np.asarray(x)
+    return _as(np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0))), x)
+
+
+def celu(x, *, alpha=1.0):
+    """ONNX Celu: max(0, x) + min(0, alpha (exp(x / alpha) - 1))."""
+    x = np.asarray(x)
+    return _as(np.maximum(x, 0.0) + np.minimum(0.0, alpha * np.expm1(np.minimum(x, 0.0) / alpha)), x)
+
+
+def selu(x, *, alpha=1.6732632423543772, gamma=1.0507009873554805):
+    """ONNX Selu."""
+    x = np.asarray(x)
+    return _as(gamma * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0))), x)
+
+
+def mish(x):
+    """ONNX Mish: x tanh(softplus(x))."""
+    x = np.asarray(x)
+    return _as(x * np.tanh(np.logaddexp(x, 0.0)), x)
+
+
+def maximum(a, b):
+    """ONNX Max of two operands, broadcasting."""
+    return np.maximum(a, b)
+
+
+def minimum(a, b):
+    """ONNX Min of two operands, broadcasting."""
+    return np.minimum(a, b)
+
+
+def mod(a, b, *, fmod=0):
+    """ONNX Mod: the divisor's sign (fmod = 0, integers) or the dividend's (fmod = 1)."""
+    a = np.asarray(a)
+    return _as(np.fmod(a, b) if fmod else np.mod(a, b), a)
+
+
+def prelu(x, slope):
+    """ONNX PRelu: x if x >= 0 else slope * x, slope broadcast to x."""
+    x = np.asarray(x)
+    return _as(np.where(x < 0, np.asarray(slope) * x, x), x)

@@ -266,10 +266,14 @@ def mse_loss_grad(dloss, pred, target, *, reduction="mean"):
     return reduce_to_shape(g, pred.shape), reduce_to_shape(-g, target.shape)
 
 
-def resize_matrix(n_in, n_out, mode="nearest", coordinates="half_pixel", nearest="round_prefer_floor"):
-    """The (n_out, n_in) matrix of ONNX Resize along one axis (scale n_out / n_in): row o
-    holds the weights of the input elements output o is taken or interpolated from."""
-    scale = n_out / n_in
+def resize_matrix(n_in, n_out, mode="nearest", coordinates="half_pixel", nearest="round_prefer_floor",
+                  scale=None, cubic_coeff_a=-0.75, exclude_outside=False):
+    """The (n_out, n_in) matrix of ONNX Resize along one axis (scale n_out / n_in unless the
+    file gave `scale`): row o holds the weights of the input elements output o is taken or
+    interpolated from. Cubic interpolation weighs the four inputs around the source coordinate
+    with the kernel of `cubic_coeff_a`, reading edge values beyond the input (or, with
+    `exclude_outside`, dropping those and renormalizing)."""
+    scale = n_out / n_in if scale is None else float(scale)
     o = np.arange(n_out, dtype=np.float64)
     if coordinates == "half_pixel":
         x = (o + 0.5) / scale - 0.5
@@ -288,12 +292,34 @@ def resize_matrix(n_in, n_out, mode="nearest", coordinates="half_pixel", nearest
                  "round_prefer_ceil": np.floor(x + 0.5)}[nearest]
         m[rows, np.clip(index, 0, n_in - 1).astype(np.int64)] = 1.0
         return m
+    if mode == "cubic":
+        return _cubic_matrix(m, x, n_in, cubic_coeff_a, exclude_outside)
     x = np.clip(x, 0, n_in - 1)
     x0 = np.floor(x).astype(np.int64)
     x1 = np.minimum(x0 + 1, n_in - 1)
     w1 = x - x0
     np.add.at(m, (rows, x0), 1.0 - w1)
     np.add.at(m, (rows, x1), w1)
+    return m
+
+
+def _cubic_matrix(m, x, n_in, a, exclude_outside):
+    rows = np.arange(len(x))
+    base = np.floor(x).astype(np.int64)
+    t = x - base
+    weights = []
+    for offset in (-1, 0, 1, 2):
+        d = np.abs(t - offset)
+        near = ((a + 2) * d - (a + 3)) * d * d + 1
+        far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+        weights.append(np.where(d <= 1, near, np.where(d < 2, far, 0.0)))
+    weights = np.stack(weights, axis=1)
+    index = base[:, None] + np.arange(-1, 3)[None, :]
+    if exclude_outside:
+        weights = np.where((index >= 0) & (index < n_in), weights, 0.0)
+        weights = weights / weights.sum(axis=1, keepdims=True)
+    for j in range(4):
+        np.add.at(m, (rows, np.clip(index[:, j], 0, n_in - 1)), weights[:, j])
     return m
 
 
@@ -304,15 +330,26 @@ def _along_axes(x, sizes, matrices):
     return x
 
 
+def _resize_matrices(in_shape, out_shape, scales=(), **options):
+    """One interpolation matrix per axis (None where the axis keeps its size at scale 1)."""
+    matrices = []
+    for i, (a, b) in enumerate(zip(in_shape, out_shape)):
+        scale = scales[i] if scales else None
+        if a == b and (scale is None or scale == 1.0):
+            matrices.append(None)
+        else:
+            matrices.append(resize_matrix(a, b, scale=scale, **options))
+    return matrices
+
+
 def resize(x, out_shape, **options):
-    """ONNX Resize (nearest or linear, separable over the axes) to `out_shape`."""
+    """ONNX Resize (nearest, linear or cubic, separable over the axes) to `out_shape`."""
     x = np.asarray(x)
-    matrices = [None if a == b else resize_matrix(a, b, **options) for a, b in zip(x.shape, out_shape)]
-    return _along_axes(x, out_shape, matrices).astype(x.dtype)
+    return _along_axes(x, out_shape, _resize_matrices(x.shape, out_shape, **options)).astype(x.dtype)
 
 
 def resize_grad(dy, in_shape, **options):
     """The gradient of `resize`: the transposed interpolation of dy back to `in_shape`."""
     dy = np.asarray(dy)
-    matrices = [None if a == b else resize_matrix(a, b, **options).T for a, b in zip(in_shape, dy.shape)]
+    matrices = [None if m is None else m.T for m in _resize_matrices(in_shape, dy.shape, **options)]
     return _along_axes(dy, in_shape, matrices).astype(dy.dtype)

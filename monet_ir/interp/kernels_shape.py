@@ -26,6 +26,8 @@ __all__ = [
     "split", "split_grad", "slice", "slice_grad", "gather", "gather_grad",
     "pad", "pad_grad", "reduce_sum", "reduce_sum_grad", "reduce_mean",
     "reduce_mean_grad",
+    "tile", "topk", "one_hot", "scatter_elements", "gather_elements", "reduce_max", "reduce_min",
+    "arg_reduce",
 ]
 
 
@@ -308,3 +310,87 @@ def reduce_mean_grad(dy, x_shape: Sequence[int], axes=None, *, keepdims=1,
                         noop_with_empty_axes=noop_with_empty_axes)
     count = math.prod(x_shape[a] for a in ax) if ax else 1
     return (g / count).astype(g.dtype, copy=False) if count != 1 else g
+
+
+def tile(x, repeats):
+    """ONNX Tile."""
+    return np.tile(np.asarray(x), [int(r) for r in repeats])
+
+
+def topk(x, k, *, axis=-1, largest=1):
+    """ONNX TopK (sorted; ties keep the lower index first, as ONNX specifies): (values, indices)."""
+    x = np.asarray(x)
+    axis %= x.ndim
+    keys = -x if largest else x
+    order = np.argsort(keys, axis=axis, kind="stable")
+    indices = np.take(order, np.arange(int(k)), axis=axis).astype(np.int64)
+    return np.take_along_axis(x, indices, axis=axis), indices
+
+
+def one_hot(indices, depth, *, axis=-1, off_value=0.0, on_value=1.0, dtype=np.float32):
+    """ONNX OneHot: `on_value` at each index along a new axis of `depth` (negative indices count
+    from the end; indices out of range give a row of `off_value`)."""
+    indices = np.asarray(indices).astype(np.int64)
+    indices = np.where(indices < 0, indices + depth, indices)
+    axis %= indices.ndim + 1
+    classes = np.arange(depth).reshape([depth if i == axis else 1 for i in range(indices.ndim + 1)])
+    hot = np.expand_dims(indices, axis) == classes
+    return np.where(hot, on_value, off_value).astype(dtype)
+
+
+def _element_positions(indices, data_shape, axis):
+    """The full coordinates in data of each element of `indices` along `axis` (ScatterElements
+    and GatherElements addressing; negative indices count from the end)."""
+    indices = np.asarray(indices).astype(np.int64)
+    axis %= len(data_shape)
+    indices = np.where(indices < 0, indices + data_shape[axis], indices)
+    grid = list(np.indices(indices.shape, sparse=True))
+    grid[axis] = indices
+    return tuple(grid)
+
+
+def gather_elements(data, indices, *, axis=0):
+    """ONNX GatherElements."""
+    data = np.asarray(data)
+    return data[_element_positions(indices, data.shape, axis)]
+
+
+def scatter_elements(data, indices, updates, *, axis=0, reduction="none"):
+    """ONNX ScatterElements (reduction none, add, mul, max, min; repeated indices combine in
+    order, the last write wins without a reduction)."""
+    out = np.array(data, copy=True)
+    at = _element_positions(indices, out.shape, axis)
+    updates = np.asarray(updates, dtype=out.dtype)
+    if reduction == "none":
+        out[at] = updates
+    else:
+        {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}[reduction].at(out, at, updates)
+    return out
+
+
+def reduce_max(x, axes=None, *, keepdims=1, noop_with_empty_axes=0):
+    """ONNX ReduceMax."""
+    x = np.asarray(x)
+    ax = _reduce_axes(x.ndim, axes, noop_with_empty_axes)
+    return x.copy() if not ax else x.max(axis=ax, keepdims=bool(keepdims))
+
+
+def reduce_min(x, axes=None, *, keepdims=1, noop_with_empty_axes=0):
+    """ONNX ReduceMin."""
+    x = np.asarray(x)
+    ax = _reduce_axes(x.ndim, axes, noop_with_empty_axes)
+    return x.copy() if not ax else x.min(axis=ax, keepdims=bool(keepdims))
+
+
+def arg_reduce(x, *, axis=0, keepdims=1, select_last_index=0, largest=True):
+    """ONNX ArgMax (largest) / ArgMin as int64."""
+    x = np.asarray(x)
+    axis %= x.ndim
+    pick = np.argmax if largest else np.argmin
+    if select_last_index:
+        flipped = pick(np.flip(x, axis), axis=axis)
+        found = x.shape[axis] - 1 - flipped
+    else:
+        found = pick(x, axis=axis)
+    found = found.astype(np.int64)
+    return np.expand_dims(found, axis) if keepdims else found

@@ -304,6 +304,32 @@ impl(N.NegOp)(_simple_unary(K.neg))
 impl(N.ExpOp)(_simple_unary(K.exp))
 impl(N.LogOp)(_simple_unary(K.log))
 impl(N.NotOp)(_simple_unary(K.logical_not))
+impl(N.SoftplusOp)(_simple_unary(K.softplus))
+impl(N.SoftsignOp)(_simple_unary(K.softsign))
+impl(N.AbsOp)(_simple_unary(np.abs))
+impl(N.SignOp)(_simple_unary(K.sign))
+impl(N.SinOp)(_simple_unary(np.sin))
+impl(N.CosOp)(_simple_unary(np.cos))
+impl(N.FloorOp)(_simple_unary(np.floor))
+impl(N.CeilOp)(_simple_unary(np.ceil))
+impl(N.RoundOp)(_simple_unary(np.round))
+impl(N.MishOp)(_simple_unary(K.mish))
+
+
+@impl(N.EluOp)
+def _elu(op: N.EluOp, env: Env) -> np.ndarray:
+    return K.elu(env[op.input], alpha=float_of(op.alpha, 1.0))
+
+
+@impl(N.CeluOp)
+def _celu(op: N.CeluOp, env: Env) -> np.ndarray:
+    return K.celu(env[op.input], alpha=float_of(op.alpha, 1.0))
+
+
+@impl(N.SeluOp)
+def _selu(op: N.SeluOp, env: Env) -> np.ndarray:
+    return K.selu(env[op.input], alpha=float_of(op.alpha, 1.6732632423543772),
+                  gamma=float_of(op.gamma, 1.0507009873554805))
 
 
 @impl(N.LeakyReluOp)
@@ -350,6 +376,16 @@ impl(N.DivOp)(_binary(K.div))
 impl(N.PowOp)(_binary(K.pow))
 impl(N.EqualOp)(_binary(K.equal))
 impl(N.AndOp)(_binary(K.logical_and))
+impl(N.OrOp)(_binary(K.logical_or))
+impl(N.XorOp)(_binary(np.logical_xor))
+impl(N.MaxOp)(_binary(K.maximum))
+impl(N.MinOp)(_binary(K.minimum))
+impl(N.PReluOp)(_binary(K.prelu))
+
+
+@impl(N.ModOp)
+def _mod(op: N.ModOp, env: Env) -> np.ndarray:
+    return K.mod(env[op.lhs], env[op.rhs], fmod=int(bool_of(op.fmod)))
 
 
 @impl(N.LessOp)
@@ -455,7 +491,51 @@ def _reduce_mean(op: N.ReduceMeanOp, env: Env) -> np.ndarray:
     return K.reduce_mean(env[op.input], ints_of(op.axes) or None, keepdims=int(bool_of(op.keepdims, True)))
 
 
+@impl(N.ReduceMaxOp)
+def _reduce_max(op: N.ReduceMaxOp, env: Env) -> np.ndarray:
+    return K.reduce_max(env[op.input], ints_of(op.axes) or None, keepdims=int(bool_of(op.keepdims, True)))
+
+
+@impl(N.ReduceMinOp)
+def _reduce_min(op: N.ReduceMinOp, env: Env) -> np.ndarray:
+    return K.reduce_min(env[op.input], ints_of(op.axes) or None, keepdims=int(bool_of(op.keepdims, True)))
+
+
+@impl(N.ArgMaxOp, N.ArgMinOp)
+def _arg_reduce(op: Any, env: Env) -> np.ndarray:
+    return K.arg_reduce(env[op.input], axis=int_of(op.axis), keepdims=int(bool_of(op.keepdims, True)),
+                        select_last_index=int(bool_of(op.select_last_index)), largest=isinstance(op, N.ArgMaxOp))
+
+
 # ----------------------------------------------------------------------------- nn: data movement
+
+
+@impl(N.TileOp)
+def _tile(op: N.TileOp, env: Env) -> np.ndarray:
+    return K.tile(env[op.input], ints_of(op.repeats))
+
+
+@impl(N.TopKOp)
+def _topk(op: N.TopKOp, env: Env) -> tuple[np.ndarray, np.ndarray]:
+    return K.topk(env[op.input], int_of(op.k), axis=int_of(op.axis, -1), largest=int(bool_of(op.largest, True)))
+
+
+@impl(N.OneHotOp)
+def _one_hot(op: N.OneHotOp, env: Env) -> np.ndarray:
+    return K.one_hot(env[op.indices], int_of(op.depth), axis=int_of(op.axis, -1), off_value=float_of(op.off_value, 0.0),
+                     on_value=float_of(op.on_value, 1.0), dtype=_type_info(op.result.type)[1])
+
+
+@impl(N.NonZeroOp)
+def _nonzero(op: N.NonZeroOp, env: Env) -> np.ndarray:
+    return N.NonZeroOp.coordinates(env[op.input], _shape(op.result)[1])
+
+
+@impl(N.ScatterElementsOp)
+def _scatter_elements(op: N.ScatterElementsOp, env: Env) -> np.ndarray:
+    return K.scatter_elements(env[op.data], env[op.indices], env[op.updates], axis=int_of(op.axis),
+                              reduction=str_of(op.reduction, "none"))
+
 
 
 @impl(N.ReshapeOp)
@@ -497,9 +577,10 @@ def _gather(op: N.GatherOp, env: Env) -> np.ndarray:
     return K.gather(env[op.data], env[op.indices], axis=int_of(op.axis))
 
 
-def _resize_options(op: Any) -> dict[str, str]:
+def _resize_options(op: Any) -> dict[str, Any]:
     return {"mode": str_of(op.mode), "coordinates": str_of(op.coordinate_transformation_mode, "half_pixel"),
-            "nearest": str_of(op.nearest_mode, "round_prefer_floor")}
+            "nearest": str_of(op.nearest_mode, "round_prefer_floor"), "scales": op.scale_factors(),
+            "cubic_coeff_a": float_of(op.cubic_coeff_a, -0.75), "exclude_outside": bool_of(op.exclude_outside)}
 
 
 @impl(N.ResizeOp)

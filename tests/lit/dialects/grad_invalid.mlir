@@ -43,5 +43,5 @@
 // -----
 
 %dy = "test.op"() : () -> tensor<2x8x16x16xf32>
-%dx = grad.resize %dy {mode = "cubic"} : (tensor<2x8x16x16xf32>) -> tensor<2x8x4x4xf32>
-// CHECK: grad.resize: mode must be one of nearest, linear, not 'cubic'
+%dx = grad.resize %dy {mode = "area"} : (tensor<2x8x16x16xf32>) -> tensor<2x8x4x4xf32>
+// CHECK: grad.resize: mode must be one of nearest, linear, cubic, not 'area'

@@ -150,3 +150,47 @@
 %u = "test.op"() : () -> tensor<6x3xf32>
 %m = nn.scatter_nd %t, %i, %u : (tensor<49x4xf32>, tensor<6x1xi64>, tensor<6x3xf32>) -> tensor<49x4xf32>
 // CHECK: nn.scatter_nd: updates has shape [6, 3], expected [6, 4]
+
+// -----
+
+%p = "test.op"() : () -> tensor<16x8xf32>
+%w, %e = nn.topk %p {k = 9 : i64} : (tensor<16x8xf32>) -> (tensor<16x9xf32>, tensor<16x9xi64>)
+// CHECK: nn.topk: k = 9 is out of range for an axis of 8
+
+// -----
+
+%e = "test.op"() : () -> tensor<16x2xi64>
+%oh = nn.one_hot %e {depth = 8 : i64} : (tensor<16x2xi64>) -> tensor<16x8x2xi64>
+// CHECK: nn.one_hot: result has shape [16, 8, 2], expected [16, 2, 8]
+
+// -----
+
+%m = "test.op"() : () -> tensor<2x3xi1>
+%nz = nn.nonzero %m : (tensor<2x3xi1>) -> tensor<2x7xi64>
+// CHECK: nn.nonzero: the bound 7 exceeds the input's 6 elements
+
+// -----
+
+%d = "test.op"() : () -> tensor<4x3xf32>
+%i = "test.op"() : () -> tensor<2x3xi64>
+%u = "test.op"() : () -> tensor<2x3xf32>
+%s = nn.scatter_elements %d, %i, %u {reduction = "sub"} : (tensor<4x3xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<4x3xf32>
+// CHECK: nn.scatter_elements: reduction must be one of none, add, mul, max, min
+
+// -----
+
+%x = "test.op"() : () -> tensor<2x3xf32>
+%t = nn.tile %x {repeats = array<i64: 2>} : (tensor<2x3xf32>) -> tensor<4x3xf32>
+// CHECK: nn.tile: repeats needs 2 entries
+
+// -----
+
+%x = "test.op"() : () -> tensor<2x3xf32>
+%i = nn.argmax %x {axis = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x1xi32>
+// CHECK: nn.argmax: result must be a tensor of i64
+
+// -----
+
+%x = "test.op"() : () -> tensor<2x3xi64>
+%y = nn.floor %x : tensor<2x3xi64>
+// CHECK: nn.floor: operand must have a float element type

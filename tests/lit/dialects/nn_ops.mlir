@@ -151,3 +151,83 @@ func.func @scatter_gather(%table: tensor<49x4xf32>, %idx: tensor<6x1xi64>, %fill
 // CHECK-LABEL: func.func @scatter_gather
 // CHECK:       nn.gather_nd %table, %idx : (tensor<49x4xf32>, tensor<6x1xi64>) -> tensor<6x4xf32>
 // CHECK:       nn.scatter_nd %table, %idx, %fill {reduction = "add"}
+
+func.func @activations(%x: tensor<2x8xf32>, %s: tensor<8xf32>, %i: tensor<2x8xi64>, %m: tensor<2x8xi1>) -> (tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xi1>) {
+  %a = nn.softplus %x : tensor<2x8xf32>
+  %b = nn.softsign %a : tensor<2x8xf32>
+  %c = nn.abs %b : tensor<2x8xf32>
+  %d = nn.sign %c : tensor<2x8xf32>
+  %e = nn.sin %d : tensor<2x8xf32>
+  %f = nn.cos %e : tensor<2x8xf32>
+  %g = nn.floor %f : tensor<2x8xf32>
+  %h = nn.ceil %g : tensor<2x8xf32>
+  %r = nn.round %h : tensor<2x8xf32>
+  %el = nn.elu %r {alpha = 1.000000e+00 : f64} : tensor<2x8xf32>
+  %ce = nn.celu %el {alpha = 2.000000e+00 : f64} : tensor<2x8xf32>
+  %se = nn.selu %ce : tensor<2x8xf32>
+  %mi = nn.mish %se : tensor<2x8xf32>
+  %mx = nn.max %mi, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %mn = nn.min %mx, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %pr = nn.prelu %mn, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %md = nn.mod %i, %i {fmod = true} : (tensor<2x8xi64>, tensor<2x8xi64>) -> tensor<2x8xi64>
+  %o = nn.or %m, %m : (tensor<2x8xi1>, tensor<2x8xi1>) -> tensor<2x8xi1>
+  %xo = nn.xor %o, %m : (tensor<2x8xi1>, tensor<2x8xi1>) -> tensor<2x8xi1>
+  func.return %pr, %md, %xo : tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xi1>
+}
+
+// CHECK-LABEL: func.func @activations
+// CHECK:       nn.softplus %x : tensor<2x8xf32>
+// CHECK:       nn.softsign
+// CHECK:       nn.abs
+// CHECK:       nn.sign
+// CHECK:       nn.sin
+// CHECK:       nn.cos
+// CHECK:       nn.floor
+// CHECK:       nn.ceil
+// CHECK:       nn.round
+// CHECK:       nn.elu %r {alpha = 1.000000e+00 : f64} : tensor<2x8xf32>
+// CHECK:       nn.celu %el {alpha = 2.000000e+00 : f64}
+// CHECK:       nn.selu %ce : tensor<2x8xf32>
+// CHECK:       nn.mish
+// CHECK:       nn.max %mi, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+// CHECK:       nn.min %mx, %s
+// CHECK:       nn.prelu %mn, %s
+// CHECK:       nn.mod %i, %i {fmod = true}
+// CHECK:       nn.or %m, %m
+// CHECK:       nn.xor %o, %m
+
+func.func @routing(%p: tensor<16x8xf32>, %h: tensor<16x4xf32>) -> (tensor<16x2xf32>, tensor<16x4xf32>, tensor<2x4xf32>, tensor<16xi64>, tensor<32x4xf32>) {
+  %w, %e = nn.topk %p {k = 2 : i64, axis = -1 : i64} : (tensor<16x8xf32>) -> (tensor<16x2xf32>, tensor<16x2xi64>)
+  %oh = nn.one_hot %e {depth = 8 : i64, axis = -1 : i64, off_value = 0.000000e+00 : f64, on_value = 1.000000e+00 : f64} : (tensor<16x2xi64>) -> tensor<16x2x8xi64>
+  %hit = nn.reduce_max %oh {axes = array<i64: 1>, keepdims = false} : (tensor<16x2x8xi64>) -> tensor<16x8xi64>
+  %lo = nn.reduce_min %h {axes = array<i64: 0>} : (tensor<16x4xf32>) -> tensor<1x4xf32>
+  %mask = nn.argmax %hit {axis = 1 : i64, keepdims = false} : (tensor<16x8xi64>) -> tensor<16xi64>
+  %am = nn.argmin %h {axis = 1 : i64, keepdims = false, select_last_index = true} : (tensor<16x4xf32>) -> tensor<16xi64>
+  %nz = nn.nonzero %mask : (tensor<16xi64>) -> tensor<1x4xi64>
+  %rows = nn.reshape %nz : (tensor<1x4xi64>) -> tensor<4xi64>
+  %picked = nn.gather %h, %rows {axis = 0 : i64} : (tensor<16x4xf32>, tensor<4xi64>) -> tensor<4x4xf32>
+  %idx = nn.tile %nz {repeats = array<i64: 4, 1>} : (tensor<1x4xi64>) -> tensor<4x4xi64>
+  %sc = nn.scatter_elements %h, %idx, %picked {axis = 0 : i64, reduction = "add"} : (tensor<16x4xf32>, tensor<4x4xi64>, tensor<4x4xf32>) -> tensor<16x4xf32>
+  %two = nn.tile %lo {repeats = array<i64: 2, 1>} : (tensor<1x4xf32>) -> tensor<2x4xf32>
+  %big = nn.tile %h {repeats = array<i64: 2, 1>} : (tensor<16x4xf32>) -> tensor<32x4xf32>
+  func.return %w, %sc, %two, %am, %big : tensor<16x2xf32>, tensor<16x4xf32>, tensor<2x4xf32>, tensor<16xi64>, tensor<32x4xf32>
+}
+
+// CHECK-LABEL: func.func @routing
+// CHECK:       %w, %e = nn.topk %p {k = 2 : i64, axis = -1 : i64} : (tensor<16x8xf32>) -> (tensor<16x2xf32>, tensor<16x2xi64>)
+// CHECK:       nn.one_hot %e {depth = 8 : i64, axis = -1 : i64, off_value = 0.000000e+00 : f64, on_value = 1.000000e+00 : f64}
+// CHECK:       nn.reduce_max %oh {axes = array<i64: 1>, keepdims = false}
+// CHECK:       nn.reduce_min %h {axes = array<i64: 0>}
+// CHECK:       nn.argmax %hit {axis = 1 : i64, keepdims = false} : (tensor<16x8xi64>) -> tensor<16xi64>
+// CHECK:       nn.argmin %h {axis = 1 : i64, keepdims = false, select_last_index = true}
+// CHECK:       nn.nonzero %mask : (tensor<16xi64>) -> tensor<1x4xi64>
+// CHECK:       nn.tile %nz {repeats = array<i64: 4, 1>}
+// CHECK:       nn.scatter_elements %h, %idx, %picked {axis = 0 : i64, reduction = "add"}
+
+func.func @cubic(%x: tensor<1x3x37x37xf32>) -> tensor<1x3x32x32xf32> {
+  %u = nn.resize %x {mode = "cubic", coordinate_transformation_mode = "half_pixel", cubic_coeff_a = -7.500000e-01 : f64, exclude_outside = true, scales = array<f64: 1.0, 1.0, 0.8648648648648649, 0.8648648648648649>} : (tensor<1x3x37x37xf32>) -> tensor<1x3x32x32xf32>
+  func.return %u : tensor<1x3x32x32xf32>
+}
+
+// CHECK-LABEL: func.func @cubic
+// CHECK:       nn.resize %x {mode = "cubic", coordinate_transformation_mode = "half_pixel", cubic_coeff_a = -7.500000e-01 : f64, exclude_outside = true, scales = array<f64: 1.000000e+00, 1.000000e+00, 0.86486486486486491, 0.86486486486486491>}

@@ -25,7 +25,7 @@ def mlp():
 
 def unsupported():
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="/relu"),
-             helper.make_node("Round", ["a"], ["b"], name="/round"),
+             helper.make_node("Hardmax", ["a"], ["b"], name="/hardmax"),
              helper.make_node("Det", ["b"], ["c"], name="/det")]
     graph = helper.make_graph(nodes, "bad", [helper.make_tensor_value_info("x", F, [3, 3])],
                               [helper.make_tensor_value_info("c", F, None)])
