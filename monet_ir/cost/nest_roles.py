@@ -40,6 +40,8 @@ def tensor_infos(sig: LoopNestSig) -> dict[str, TensorInfo]:
         ("OY", "FY", sig.stride[0], sig.dilation[0], iy),
         ("OX", "FX", sig.stride[1], sig.dilation[1], ix),
     )
+    if sig.has_depth:
+        partial_i += (("OZ", "FZ", sig.stride_z, sig.dilation_z, sig.input_depth),)
     out = sig.output_operand
     inputs = sig.input_tensors
     # The forward weight keeps the weight memories when it is an input; for the weight gradient
@@ -49,7 +51,9 @@ def tensor_infos(sig: LoopNestSig) -> dict[str, TensorInfo]:
     binding = {"O": out, "W": w_role, "I": i_role}
     infos = {}
     for role, tensor in binding.items():
-        relevant = set(RELEVANT_DIMS[tensor])
+        # a 2-D nest has no depth dims: they stay out of its tensors' relevant dims
+        relevant_order = tuple(d for d in RELEVANT_DIMS[tensor] if d in dims)
+        relevant = set(relevant_order)
         partial = partial_i if tensor == "I" else ()
         partial_dims = {d for p in partial for d in p[:2]}
         irrelevant = frozenset(d for d in dims if d not in relevant and d not in partial_dims)
@@ -57,7 +61,7 @@ def tensor_infos(sig: LoopNestSig) -> dict[str, TensorInfo]:
             name=tensor,
             role=role,
             is_output=role == "O",
-            relevant=RELEVANT_DIMS[tensor],
+            relevant=relevant_order,
             partial=partial,
             irrelevant=irrelevant,
             bits=sig.final_bits(tensor),

@@ -5,6 +5,11 @@
     O[b][g][k][oy][ox] += W[g][k][c][fy][fx] * I[b][g][c][iy][ix],
     iy = sy*oy + dy*fy - pad_top,  ix = sx*ox + dx*fx - pad_left.
 
+A 3-D convolution (video, volumes) has a third window pair, the depth: OZ and FZ, with
+iz = sz*oz + dz*fz - pad_front; O is indexed by OZ too, W by FZ, I by the window IZ. Those two
+dims exist in `dims` only for such a nest (oz or fz above 1), so every 2-D nest is priced as
+before.
+
 The three training uses of a layer are the SAME nest with a different output tensor:
 forward writes O (reduction over C, FY, FX); the input gradient writes I = dX from O = dY and W
 (reduction over K and the window); the weight gradient writes W = dW from I and O = dY
@@ -23,16 +28,18 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-LOOP_NEST_DIMS = ("B", "G", "K", "C", "OY", "OX", "FY", "FX")
+LOOP_NEST_DIMS = ("B", "G", "K", "C", "OY", "OX", "FY", "FX", "OZ", "FZ")
 
-# Which loop dims index each tensor ("relevant"); IY/IX depend on (OY, FY)/(OX, FX) together
-# ("partially relevant").  Everything else is irrelevant: the tensor is reused along it.
+# Which loop dims index each tensor ("relevant"); IY/IX (IZ) depend on (OY, FY)/(OX, FX) ((OZ,
+# FZ)) together ("partially relevant").  Everything else is irrelevant: the tensor is reused
+# along it.
 RELEVANT_DIMS = {
-    "W": ("G", "K", "C", "FY", "FX"),
+    "W": ("G", "K", "C", "FY", "FX", "FZ"),
     "I": ("B", "G", "C"),
-    "O": ("B", "G", "K", "OY", "OX"),
+    "O": ("B", "G", "K", "OY", "OX", "OZ"),
 }
-PARTIAL_DIMS = {"I": (("OY", "FY"), ("OX", "FX"))}
+PARTIAL_DIMS = {"I": (("OY", "FY"), ("OX", "FX"), ("OZ", "FZ"))}
+DEPTH_DIMS = ("OZ", "FZ")
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,8 @@ class LoopNestSig:
         output rows/cols, filter rows/cols).
     stride, dilation: (y, x) of the input window.
     pads: ONNX order (top, left, bottom, right); only used to clip the input extent.
+    oz, fz, stride_z, dilation_z, pads_z: the depth of a 3-D nest (output and filter depth,
+        its window's stride and dilation, front and back padding); 1, 1, 1, 1, (0, 0) otherwise.
     w_bits, i_bits, o_bits: element widths of W, I and O as stored (final values).
     psum_bits: width of partial sums of whichever tensor is the output.
     (Widths may be fractional: an MX format's amortized bits, its shared scales included.)
@@ -73,9 +82,14 @@ class LoopNestSig:
     output_operand: str = "O"
     mac_width: int = 0
     mac_format: str = ""
+    oz: int = 1
+    fz: int = 1
+    stride_z: int = 1
+    dilation_z: int = 1
+    pads_z: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
-        for name in ("b", "g", "k", "c", "oy", "ox", "fy", "fx"):
+        for name in ("b", "g", "k", "c", "oy", "ox", "fy", "fx", "oz", "fz", "stride_z", "dilation_z"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"LoopNestSig.{name} must be a positive integer, got {value!r}")
@@ -86,8 +100,13 @@ class LoopNestSig:
                 raise ValueError(f"LoopNestSig.{name} must be positive")
 
     @property
+    def has_depth(self) -> bool:
+        """Whether the nest has a third window pair (a 3-D convolution)."""
+        return self.oz > 1 or self.fz > 1
+
+    @property
     def dims(self) -> dict[str, int]:
-        return {
+        dims = {
             "B": self.b,
             "G": self.g,
             "K": self.k,
@@ -97,10 +116,13 @@ class LoopNestSig:
             "FY": self.fy,
             "FX": self.fx,
         }
+        if self.has_depth:
+            dims["OZ"], dims["FZ"] = self.oz, self.fz
+        return dims
 
     @property
     def macs(self) -> int:
-        return self.b * self.g * self.k * self.c * self.oy * self.ox * self.fy * self.fx
+        return self.b * self.g * self.k * self.c * self.oy * self.ox * self.fy * self.fx * self.oz * self.fz
 
     @property
     def input_extent(self) -> tuple[int, int]:
@@ -111,13 +133,19 @@ class LoopNestSig:
         ix = max(1, span_x - self.pads[1] - self.pads[3])
         return iy, ix
 
+    @property
+    def input_depth(self) -> int:
+        """IZ: the depth of I actually read (1 for a 2-D nest)."""
+        span = (self.oz - 1) * self.stride_z + (self.fz - 1) * self.dilation_z + 1
+        return max(1, span - self.pads_z[0] - self.pads_z[1])
+
     def tensor_elements(self, tensor: str) -> int:
         if tensor == "W":
-            return self.g * self.k * self.c * self.fy * self.fx
+            return self.g * self.k * self.c * self.fy * self.fx * self.fz
         if tensor == "O":
-            return self.b * self.g * self.k * self.oy * self.ox
+            return self.b * self.g * self.k * self.oy * self.ox * self.oz
         iy, ix = self.input_extent
-        return self.b * self.g * self.c * iy * ix
+        return self.b * self.g * self.c * iy * ix * self.input_depth
 
     def final_bits(self, tensor: str) -> int:
         return {"W": self.w_bits, "I": self.i_bits, "O": self.o_bits}[tensor]

@@ -21,7 +21,7 @@ def _relevance_pattern(dim: str, infos: dict[str, TensorInfo]) -> tuple[bool, bo
 
 
 def _forward_pattern(dim: str) -> tuple[bool, bool, bool]:
-    partial = {"OY", "FY", "OX", "FX"}
+    partial = {"OY", "FY", "OX", "FX", "OZ", "FZ"}
     return (
         dim in RELEVANT_DIMS["W"],
         dim in RELEVANT_DIMS["I"] or dim in partial,
@@ -62,7 +62,8 @@ def _auto_dataflow(sig: LoopNestSig, core: Core) -> list[tuple[str, str, int]]:
     taken: set[str] = set()
     sizes = sig.dims
     for array_dim in core.array.dims:
-        options = [d for d in ("K", "C", "OX", "OY", "B", "G", "FX", "FY") if d not in taken and sizes[d] > 1]
+        options = [d for d in ("K", "C", "OX", "OY", "B", "G", "FX", "FY", "OZ", "FZ")
+                   if d not in taken and sizes.get(d, 1) > 1]
         if not options:
             break
         best = max(options, key=lambda d: sizes[d] / (math.ceil(sizes[d] / min(sizes[d], array_dim.size)) * array_dim.size))

@@ -49,6 +49,70 @@ def test_one_d_conv_is_a_row():
     assert sig.stride == (1, 2) and sig.pads == (0, 2, 0, 1)
 
 
+def test_three_d_conv_has_a_depth_window():
+    # Conv3d 3x3x3, stride (1, 2, 2), pads 1 on a 8x16x16 clip
+    sig = conv_loop_nest("conv", (2, 4, 8, 16, 16), (8, 4, 3, 3, 3), (1, 2, 2), (1, 1, 1, 1, 1, 1), (1, 1, 1), 1, "O",
+                         (8, 8, 8, 16))
+    assert (sig.oz, sig.fz, sig.stride_z, sig.pads_z) == (8, 3, 1, (1, 1))
+    assert (sig.oy, sig.ox, sig.fy, sig.fx, sig.pads) == (8, 8, 3, 3, (1, 1, 0, 0))
+    assert sig.macs == 2 * 8 * 4 * 8 * 8 * 8 * 27 and sig.input_depth == 8
+    assert sig.tensor_elements("W") == 8 * 4 * 27 and sig.tensor_elements("O") == 2 * 8 * 8 * 8 * 8
+    assert set(sig.dims) >= {"OZ", "FZ"}
+    # a 2-D nest keeps its eight dims (its price is unchanged)
+    assert "OZ" not in conv_loop_nest("conv", (1, 8, 10, 10), (8, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "O",
+                                      (8, 8, 8, 16)).dims
+
+
+@pytest.mark.parametrize("target", ["edge_npu", "datacenter", "tpu_like_quad_core"])
+@pytest.mark.parametrize("output", ["O", "I", "W"])
+def test_depth_without_a_window_costs_as_more_batch(target, output):
+    """A 3-D convolution whose depth kernel is 1 at stride 1 reuses its operands along the depth
+    exactly as along the batch: for every loop order, the loop-nest model prices it as the 2-D
+    convolution of depth x batch images with the batch loop cut into batch and depth loops,
+    forward and both gradients (the depth dim plays the batch's role in every tensor: relevant
+    to the output, a window of one plane of the input, irrelevant to the weights)."""
+    from monet_ir.cost.loopnest import InvalidMapping, NestModel, candidate_orderings, loop_prime_factors
+    from monet_ir.cost.model import cost_of
+    from targets import get_target
+
+    cores = get_target(target).cores
+    core = next((c for c in cores if c.kind == "mac_array"), cores[0])
+    bits = (8, 8, 8, 16)
+    three = conv_loop_nest("conv", (2, 16, 4, 12, 12), (32, 16, 1, 3, 3), (1, 1, 1), (0, 1, 1, 0, 1, 1), (1, 1, 1), 1,
+                           output, bits)
+    two = conv_loop_nest("conv", (8, 16, 12, 12), (32, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, output, bits)
+    assert three.macs == two.macs and three.has_depth
+    model3, model2 = NestModel(three, core), NestModel(two, core)
+    assert model3.unrolls == model2.unrolls
+    batch = model2.temporal.get("B", 1)
+    compared = 0
+    for order in candidate_orderings(loop_prime_factors(model2.temporal), 60, seed=1):
+        if ("B", batch) not in order:
+            continue  # the batch loop was split into factors: no one-to-one depth order
+        i = order.index(("B", batch))
+        # the same order, the batch loop cut in two: the depth nest's batch and depth loops
+        order = order[:i] + (("B", batch // 4), ("B", 4)) + order[i + 1:]
+        cut = order[:i] + (("B", batch // 4), ("OZ", 4)) + order[i + 2:]
+        try:
+            a = model3.evaluate(model3.allocate(cut))
+        except InvalidMapping:
+            with pytest.raises(InvalidMapping):
+                model2.allocate(order)
+            continue
+        b = model2.evaluate(model2.allocate(order))
+        assert a.latency == pytest.approx(b.latency, rel=1e-9) and a.energy == pytest.approx(b.energy, rel=1e-9)
+        compared += 1
+    assert compared >= 20
+    assert cost_of(three, core).latency_cycles > 0  # and the search prices it
+
+
+def test_four_spatial_axes_are_refused():
+    from monet_ir.cost.conv_nest import NotAConvNest
+
+    with pytest.raises(NotAConvNest, match="4-D convolutions"):
+        conv_loop_nest("conv", (1, 2, 3, 3, 3, 3), (2, 2, 1, 1, 1, 1), (), (), (), 1, "O", (8, 8, 8, 16))
+
+
 @pytest.mark.parametrize("path", [p for p in _models() if _has_conv(p)], ids=lambda p: p.name)
 def test_api_and_command_line_agree_on_every_conv(path):
     from xdsl.dialects import builtin  # noqa: F401  (the importer's dialects)
