@@ -181,11 +181,19 @@ def parse_energy_search(text: str) -> tuple[bool, bool]:
     return "checkpoint" in names, "paging" in names
 
 
+def refuse_full(args: argparse.Namespace) -> None:
+    if args.exact == "full":
+        raise UsageError(f"--exact full (the stage-expanded Checkmate/POET formulation) solves graph files "
+                         f"(GRAPH.json, docs/poet.md); on an ONNX step ({args.model}) activation-checkpoint applies "
+                         f"one recomputation per segment: use --exact")
+
+
 def run_energy_explore(args: argparse.Namespace) -> None:
     from monet_ir.explore import energy
     from monet_ir.explore.evaluate import Evaluator
     from monet_ir.files import complete_run
 
+    refuse_full(args)
     if args.memory_budget is None:
         raise UsageError("--objective energy needs --memory-budget BYTES (the peak of main memory)")
     memory_budget = parse_size(args.memory_budget, "--memory-budget")
@@ -220,6 +228,19 @@ def run_energy_explore(args: argparse.Namespace) -> None:
     sys.stdout.write(text)
 
 
+def run_graph_explore(args: argparse.Namespace) -> None:
+    """`monet explore GRAPH.json`: the stage-expanded MILP on a Checkmate/POET graph file."""
+    from monet_ir.explore import graph_explore
+
+    for option, given in (("--target", args.target), ("--resume", getattr(args, "resume", None))):
+        if given:
+            raise UsageError(f"{option} does not apply to a graph file ({args.model}): its costs are in the file")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise UsageError(f"--time-limit {args.time_limit}: expected a positive number of seconds")
+    out = output_folder(args)
+    sys.stdout.write(graph_explore.run(args, out, parse_size))
+
+
 def run_explore(args: argparse.Namespace) -> None:
     from monet_ir.explore import ga, milp, outputs
     from monet_ir.explore import state as saved
@@ -247,6 +268,7 @@ def run_explore(args: argparse.Namespace) -> None:
         raise UsageError("--jobs must be at least 1")
     checkpointing, allocation, fusion = parse_search(args.search)
     budget = parse_size(args.budget, "--budget") if args.budget is not None else None
+    refuse_full(args)
     objective = "checkpoint" if args.exact else args.objective
     precisions = search_precisions(args, objective)
     out = output_folder(args)

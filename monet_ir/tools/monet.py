@@ -138,11 +138,17 @@ def add_explore_parsers(sub: Any) -> None:
                          help="--objective energy: peak of main memory (the report's memory.budgeted)")
     explore.add_argument("--time-budget", metavar="CYCLES", type=float,
                          help="--objective energy: latency of the step in cycles (default: none)")
-    explore.add_argument("--exact", action="store_true",
+    explore.add_argument("--exact", nargs="?", const="once", choices=["once", "full"],
                          help="also solve exactly as a MILP (HiGHS): with --objective energy, the keep/recompute/page "
                               "plan within --memory-budget and --time-budget (re-scheduled; the GA's gap "
                               "reported); otherwise the checkpoint choice under --budget (implies "
-                              "--objective checkpoint)")
+                              "--objective checkpoint). once (default): one decision per saved value, each "
+                              "dropped value recomputed once per segment, as activation-checkpoint applies it; "
+                              "full: the stage-expanded Checkmate/POET formulation (any number of "
+                              "recomputations, paging in and out per stage), for graph files GRAPH.json "
+                              "(Checkmate DFGraph, networkx node-link or POET layers)")
+    explore.add_argument("--time-limit", type=float, default=60.0, metavar="SECONDS",
+                         help="time limit of each --exact full solve (the best schedule found is returned at the limit)")
     _plan_options(explore)
     explore.add_argument("--search", default="all", metavar="checkpoint|paging|fusion|allocation|precision|all[,...]|parallel",
                          help="the decisions searched (default all; several separated by commas, e.g. "
@@ -338,6 +344,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         from monet_ir.tools.parallel_plan import run_explore_parallel
 
         sys.exit(run_reporting_errors("monet", lambda: run_explore_parallel(args, Progress(enabled=True)), args.model))
+    if args.command == "explore" and not args.system and Path(args.model).suffix.lower() == ".json":
+        from monet_ir.explore.cli import run_graph_explore  # a Checkmate/POET graph file: no target
+
+        sys.exit(run_reporting_errors("monet", lambda: run_graph_explore(args), args.model))
     if args.command == "explore" and (not args.target or args.system):
         def refuse() -> None:
             raise UsageError("--system goes with --search parallel (alone: the plan search does not combine with "
