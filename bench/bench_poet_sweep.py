@@ -3,6 +3,7 @@ figure), by the exact MILP of monet_ir/explore/poet.py, each answer re-scheduled
 scheduler (`poet.solve_measured`).
 
     python bench/bench_poet_sweep.py [--models DIR] [--out DIR] [--time-factor 2.0]
+        [--workload NAME=MODEL.onnx ...] [--targets cortex_m_mcu] [--capacity-fractions 1.0]
 
 Workloads: ResNet-18 at batch 8 (the shared resnet18_b1.onnx with its batch set to 8) and
 GPT-2 small at batch 1, Adam, on `cortex_a_board` and `cortex_m_mcu`. Budgets: on a target
@@ -61,16 +62,24 @@ def main() -> None:
     parser.add_argument("--time-factor", type=float, default=10.0)
     parser.add_argument("--only", default="", help="workload:target pairs to run, comma-separated")
     parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--workload", action="append", default=[], metavar="NAME=MODEL.onnx",
+                        help="run these workloads instead of the default two (repeat the option)")
+    parser.add_argument("--targets", default="cortex_a_board,cortex_m_mcu")
+    parser.add_argument("--capacity-fractions", default=",".join(map(str, CAPACITY_FRACTIONS)),
+                        help="budgets, as fractions of main memory, where store-all does not fit it")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     models = Path(args.models)
     tmp = Path(tempfile.mkdtemp())
-    workloads = {"resnet18_b8": resnet18_b8(models, tmp), "gpt2_small_b1": models / "gpt2_small_b1.onnx"}
+    if args.workload:
+        workloads = dict(w.split("=", 1) for w in args.workload)
+    else:
+        workloads = {"resnet18_b8": resnet18_b8(models, tmp), "gpt2_small_b1": models / "gpt2_small_b1.onnx"}
     results = []
     only = {tuple(pair.split(":")) for pair in args.only.split(",") if pair}
     for name, path in workloads.items():
-        for target in ("cortex_a_board", "cortex_m_mcu"):
+        for target in args.targets.split(","):
             if only and (name, target) not in only:
                 continue
             start = time.perf_counter()
@@ -91,7 +100,7 @@ def main() -> None:
                 results.append({"model": name, "target": target, "error": reason})
                 continue
             reference = base["peak_bytes"] if fits else capacity
-            fractions = FRACTIONS if fits else CAPACITY_FRACTIONS
+            fractions = FRACTIONS if fits else [float(f) for f in args.capacity_fractions.split(",")]
             time_budget = args.time_factor * base["latency_cycles"]
             print(f"\n{name} on {target}: store-all {base['energy_pj'] / 1e9:.1f} mJ, "
                   f"{base['latency_cycles']:,.0f} cycles, '{model.budgeted}' peak {base['peak_bytes']:,.0f} B; "
