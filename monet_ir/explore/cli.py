@@ -237,8 +237,12 @@ def run_graph_explore(args: argparse.Namespace) -> None:
             raise UsageError(f"{option} does not apply to a graph file ({args.model}): its costs are in the file")
     if args.time_limit is not None and args.time_limit <= 0:
         raise UsageError(f"--time-limit {args.time_limit}: expected a positive number of seconds")
+    from monet_ir.files import complete_run
+
     out = output_folder(args)
-    sys.stdout.write(graph_explore.run(args, out, parse_size))
+    text = graph_explore.run(args, out, parse_size)
+    complete_run(out, "monet explore --exact full", ["milp.json", "milp.csv"])
+    sys.stdout.write(text)
 
 
 def run_explore(args: argparse.Namespace) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from monet_ir.errors import UsageError
 from monet_ir.explore import staged
 from monet_ir.explore.graph_files import load_graph, write_json
+from monet_ir.files import write_atomic
 
 
 def is_graph_file(path: str) -> bool:
@@ -86,7 +87,7 @@ def run(args: Any, out: Path, parse_size) -> str:
     for s in solutions:
         writer.writerow([s.memory_budget, s.status, s.objective, s.cost, s.energy, s.peak, s.recomputations,
                          s.page_ins, s.page_outs, round(s.seconds, 4), s.variables, s.constraints])
-    (out / "milp.csv").write_text(buffer.getvalue())
+    write_atomic(out / "milp.csv", buffer.getvalue())
     lines = [f"MONET stage-expanded MILP (Checkmate/POET formulation, HiGHS): {Path(args.model).name}, "
              f"{graph.size} nodes ({graph.backward.count(False)} forward), {len(graph.edges)} edges",
              f"  store-all: cost {base.cost:g}, peak {base.peak:g} B"

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +36,17 @@ ENERGY_KEYS = ("compute_cost_joules", "pagein_cost_joules", "pageout_cost_joules
 
 def load_graph(path: str | Path) -> StagedGraph:
     """Read a Checkmate, networkx node-link or POET layer-list JSON file (see the module docstring)."""
+    from monet_ir.untrusted import UntrustedFileError, load_json_file
+
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = load_json_file(path)
     except OSError as e:
         raise StagedError(f"{path}: cannot read: {e.strerror or e}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise StagedError(f"{path}: not JSON: {e}") from None
+    except UntrustedFileError as e:
+        raise StagedError(str(e)) from None
     return graph_from_json(data, str(path))
 
 
@@ -243,13 +245,7 @@ def checkmate_json(graph: StagedGraph) -> dict:
 
 
 def write_json(data: Any, path: str | Path) -> None:
-    """Write JSON atomically (a temporary file in the same folder, then renamed)."""
-    path = Path(path)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write JSON atomically (`monet_ir.files.write_atomic`)."""
+    from monet_ir.files import write_atomic
+
+    write_atomic(path, json.dumps(data, indent=1) + "\n")

@@ -176,6 +176,9 @@ def test_bad_graph_files_name_the_entry(tmp_path, data, message):
     path.write_text("{not json")
     with pytest.raises(StagedError, match="not JSON"):
         graph_files.load_graph(path)
+    path.write_text("[" * 100_000 + "]" * 100_000)  # nested beyond the parser: refused, one line
+    with pytest.raises(StagedError, match="nested too deeply"):
+        graph_files.load_graph(path)
 
 
 def _monet(*argv: str) -> subprocess.CompletedProcess:
@@ -189,6 +192,9 @@ def test_explore_graph_file(tmp_path):
     run = _monet("explore", str(path), "--exact", "full", "--budget", "3", "--out", str(tmp_path / "out"))
     assert run.returncode == 0, run.stderr
     result = json.loads((tmp_path / "out" / "milp.json").read_text())
+    from monet_ir.files import check_run
+
+    assert check_run(tmp_path / "out") == []  # a complete run: the manifest lists milp.json and milp.csv
     assert result["solutions"][0]["status"] == "optimal" and result["solutions"][0]["cost"] == 10.0
     assert len(result["solutions"][0]["schedule"]) == graph.size
     sweep = _monet("explore", str(path), "--out", str(tmp_path / "sweep"))
