@@ -6,11 +6,8 @@ and the entry is written again. Seeded."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -105,23 +102,22 @@ def test_flipped_bits_moved_and_forged_entries_are_never_used(fresh):
         assert cost_of(sigs[index], cores[index]) == costs[index]
 
 
-def test_a_report_on_an_edited_cache_equals_the_report_without_it(tmp_path):
-    env = {**os.environ, disk_cache.ENV: str(tmp_path / "costs.sqlite")}
+def test_a_report_on_an_edited_cache_equals_the_report_without_it(fresh, tmp_path, capsys):
+    from monet_ir.tools.monet import main as monet_main
 
-    def report(out: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "monet_ir.tools.monet", "report", MLP, "--target", "edge_npu",
-                               "--out", str(tmp_path / out), "--no-plots"], capture_output=True, text=True, cwd=REPO,
-                              env=env)
+    def report(out: str) -> list[str]:
+        _restart()  # a new process as far as costs go: every cost from the file
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_:
+            monet_main(["report", MLP, "--target", "edge_npu", "--out", str(tmp_path / out), "--no-plots"])
+        assert exit_.value.code == 0
+        return [line for line in capsys.readouterr().err.splitlines() if "notice" in line]
 
-    first = report("first")
-    assert first.returncode == 0, first.stderr
-    path = tmp_path / "costs.sqlite"
-    for core, sig, cost, _ in _entries(path):
+    assert report("first") == []
+    for core, sig, cost, _ in _entries(fresh):
         values = json.loads(cost)
         values["latency_cycles"] = values["latency_cycles"] * 3 + 1
-        _set(path, core, sig, json.dumps(values))
-    second = report("second")
-    assert second.returncode == 0, second.stderr
-    notices = [line for line in second.stderr.splitlines() if "notice" in line]
+        _set(fresh, core, sig, json.dumps(values))
+    notices = report("second")
     assert len(notices) == 1 and "checksum" in notices[0]
     assert (tmp_path / "second" / "report.json").read_bytes() == (tmp_path / "first" / "report.json").read_bytes()
