@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -361,6 +362,17 @@ class PlotWorker:
         else:
             how = f"exited with status {code}"
         return f"the PNG plots were not drawn: the plot process {how}" + (f" ({lines[-1]})" if lines else "")
+
+    def drawn(self, out: Path, written: Sequence[str]) -> list[str]:
+        """The names of the PNGs once drawn; else a one-line `OutputError` saying why not, and
+        that the files `written` are there but the run is incomplete (no manifest)."""
+        from monet_ir.files import MANIFEST, OutputError
+
+        problem = self.finish()
+        if problem:
+            listed = ", ".join(written[:-1]) + f" and {written[-1]}" if len(written) > 1 else "".join(written)
+            raise OutputError(f"{problem}; {out}/ has {listed} but no {MANIFEST} (the run is incomplete)")
+        return ["gantt.png", "memory.png", "energy.png"]
 
     def cancel(self) -> None:
         if self.process.poll() is None:

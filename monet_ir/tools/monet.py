@@ -266,7 +266,7 @@ def _run_report(args: argparse.Namespace) -> None:
         write_layers_csv,
     )
 
-    from monet_ir.files import OutputError, begin_run, complete_run, write_atomic
+    from monet_ir.files import begin_run, complete_run, write_atomic
 
     progress = Progress(enabled=True)
     out = begin_run(args.out)  # writable, before any work; the old manifest.json removed
@@ -287,11 +287,7 @@ def _run_report(args: argparse.Namespace) -> None:
         sys.stdout.write(summary)
         sys.stdout.flush()
         if plots is not None:
-            problem = plots.finish()
-            if problem:  # everything else is written; without the plots the run is not complete
-                raise OutputError(f"{problem}; {out}/ has report.json, layers.csv, report.txt and trace.json but "
-                                  "no manifest.json (the run is incomplete)")
-            files += ["gantt.png", "memory.png", "energy.png"]
+            files += plots.drawn(out, files)  # (else everything else is written, the run incomplete)
             complete_run(out, "monet report", files)
             progress.step(f"wrote {out}/gantt.png, memory.png, energy.png")
         else:

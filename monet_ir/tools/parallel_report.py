@@ -93,7 +93,7 @@ def make_parallel_report(args: Any, progress: Any) -> tuple[dict[str, Any], Any]
 def run_parallel_report(args: Any, progress: Any) -> None:
     from monet_ir.emit.parallel_report import parallel_plot_data, parallel_text, parallel_trace
 
-    from monet_ir.files import OutputError, begin_run, complete_run, write_atomic
+    from monet_ir.files import begin_run, complete_run, write_atomic
 
     out = begin_run(args.out)
     png = not getattr(args, "no_plots", False) and getattr(args, "plot_format", "svg") == "png"
@@ -116,11 +116,7 @@ def run_parallel_report(args: Any, progress: Any) -> None:
         data = parallel_plot_data(result, report)
         if worker is not None:
             worker.draw(data)
-            problem = worker.finish()
-            if problem:  # everything else is written; without the plots the run is not complete
-                raise OutputError(f"{problem}; {out}/ has report.json, report.txt and trace.json but no "
-                                  "manifest.json (the run is incomplete)")
-            files += ["gantt.png", "memory.png", "energy.png"]
+            files += worker.drawn(out, files)  # (else everything else is written, the run incomplete)
             complete_run(out, "monet report", files)
             progress.step(f"wrote {out}/gantt.png, memory.png, energy.png")
         else:

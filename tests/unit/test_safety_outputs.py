@@ -299,3 +299,17 @@ def test_ray_copies_go_to_a_private_folder_never_a_planted_link(tmp_path):
             ga.materialize(elsewhere, [("model", "../../escape.onnx", b"x")], key)
     finally:
         planted.unlink()
+
+
+def test_a_multi_chip_report_is_marked_complete_and_a_dead_plot_worker_is_one_line(tmp_path, monkeypatch, capsys):
+    from monet_ir.emit import step_report
+
+    out = tmp_path / "system"
+    argv = ["report", MLP, "--system", "2x2_edge_npu", "--parallel", "dp=4", "--out", str(out)]
+    assert run(argv, capsys)[0] == 0
+    assert files.check_run(out) == [] and (out / "gantt.svg").exists()
+    monkeypatch.setattr(step_report, "_PLOT_WORKER", "import os; os.kill(os.getpid(), 9)")
+    code, errors = run([*argv, "--plot-format", "png"], capsys)
+    assert code == 1 and len(errors) == 1 and "the PNG plots were not drawn" in errors[0] and "SIGKILL" in errors[0]
+    assert "report.json, report.txt and trace.json" in errors[0]
+    assert not (out / files.MANIFEST).exists() and (out / "report.json").exists()
