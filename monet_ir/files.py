@@ -98,12 +98,12 @@ def check_writable(folder: str | os.PathLike[str], option: str = "--out") -> Pat
     """Create `folder` if needed and prove it writable (a probe file written and removed); a
     one-line `OutputError` naming `option` otherwise."""
     path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{option} {path}: not a folder")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise OutputError(f"{option} {path}: cannot create the folder: {_reason(e)}") from None
-    if not path.is_dir():
-        raise OutputError(f"{option} {path}: not a folder")
     try:
         handle, probe = _temporary(path, "monet-write-probe")
     except OSError as e:

@@ -18,6 +18,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import io  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import IO  # noqa: E402
@@ -74,8 +75,34 @@ from monet_ir.options import parse_dims  # noqa: E402
 from monet_ir.registry import all_dialects, all_passes  # noqa: E402
 
 
+class _HeldOutput(io.StringIO):
+    """`-o FILE`'s text, held until the run succeeds (xDSL closes the stream it is given)."""
+
+    def close(self) -> None:
+        pass
+
+
 class MonetOptMain(xDSLOptMain):
     version_format = "monet-opt (xdsl {xdsl_version})"
+    held_output: _HeldOutput | None = None
+
+    def prepare_output(self) -> IO[str]:
+        """`-o FILE`: its folder is checked writable before any work, and the file is written
+        atomically once every chunk has been processed (`run`); a failure leaves the old file."""
+        if self.args.output_file is None:
+            return super().prepare_output()
+        from monet_ir.files import check_writable
+
+        check_writable(os.path.dirname(os.path.abspath(self.args.output_file)), "-o")
+        self.held_output = _HeldOutput()
+        return self.held_output
+
+    def run(self) -> None:
+        super().run()
+        if self.held_output is not None:
+            from monet_ir.files import write_atomic
+
+            write_atomic(self.args.output_file, self.held_output.getvalue())
 
     def register_all_dialects(self) -> None:
         for name, factory in all_dialects().items():

@@ -313,3 +313,24 @@ def test_a_multi_chip_report_is_marked_complete_and_a_dead_plot_worker_is_one_li
     assert code == 1 and len(errors) == 1 and "the PNG plots were not drawn" in errors[0] and "SIGKILL" in errors[0]
     assert "report.json, report.txt and trace.json" in errors[0]
     assert not (out / files.MANIFEST).exists() and (out / "report.json").exists()
+
+
+def test_monet_opt_writes_its_output_whole_or_not_at_all(tmp_path, capsys):
+    from monet_ir.tools.monet_opt import main as opt_main
+
+    def opt(*argv: str) -> int:
+        with pytest.raises(SystemExit) as exit_:
+            opt_main(list(argv))
+        return exit_.value.code
+
+    good, bad, out = tmp_path / "good.mlir", tmp_path / "bad.mlir", tmp_path / "out.mlir"
+    good.write_text("builtin.module {}\n")
+    bad.write_text("builtin.module {}\n// -----\nbuiltin.module { bogus }\n")  # the second chunk fails
+    out.write_text("old\n")
+    assert opt(str(bad), "--split-input-file", "-o", str(out)) == 1
+    assert out.read_text() == "old\n" and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert opt(str(good), "-o", str(out)) == 0 and out.read_text().startswith("builtin.module {")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert opt(str(good), "-o", str(blocker / "out.mlir")) == 1
+    assert "-o " in capsys.readouterr().err
