@@ -105,20 +105,22 @@ def local_cores() -> int:
 _LOCAL: dict[str, Any] = {}
 
 
-def _watch_parent(parent: int) -> None:
+def _watch_parent(parent: int, kernel: bool = True) -> None:
     """End this worker process when `parent` (its parent's pid) is gone: the kernel's parent-death
-    signal on Linux, and a thread polling the parent's pid everywhere."""
+    signal on Linux (`kernel`: only when the parent forked from its main thread, as the signal
+    comes when the forking thread ends), and a thread polling the parent's pid everywhere."""
     import threading
 
-    try:
-        import ctypes
-        import signal
+    if kernel:
+        try:
+            import ctypes
+            import signal
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux
-        pass
+            libc = ctypes.CDLL(None, use_errno=True)
+            PR_SET_PDEATHSIG = 1
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # not Linux
+            pass
     if os.getppid() != parent:  # the parent died before the signal was asked for
         os._exit(1)
 
@@ -132,7 +134,7 @@ def _watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="monet-parent-watch", daemon=True).start()
 
 
-def _init_local_worker(work: Work, state: Any, parent: int | None = None) -> None:
+def _init_local_worker(work: Work, state: Any, parent: int | None = None, main_thread: bool = True) -> None:
     import gc
     import signal
 
@@ -142,7 +144,7 @@ def _init_local_worker(work: Work, state: Any, parent: int | None = None) -> Non
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
     if parent is not None:
-        _watch_parent(parent)
+        _watch_parent(parent, kernel=main_thread)
     _LOCAL["work"] = work
     _LOCAL["state"] = work.build() if state is None else state
     gc.freeze()  # the worker's step and caches, for the worker's life (see evaluate.tuned_collection)
@@ -167,13 +169,15 @@ class LocalBackend:
     def _start(self):
         if self.executor is None:
             import multiprocessing
+            import threading
             from concurrent.futures import ProcessPoolExecutor
 
             fork = "fork" in multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if fork else None)
             # forked workers inherit the prebuilt state; others build their own
             self.executor = ProcessPoolExecutor(self.jobs, mp_context=context, initializer=_init_local_worker,
-                                                initargs=(self.work, self.state if fork else None, os.getpid()))
+                                                initargs=(self.work, self.state if fork else None, os.getpid(),
+                                                          threading.current_thread() is threading.main_thread()))
         return self.executor
 
     def map(self, items: Sequence[Any], progress: Callable[[int], None] | None = None) -> list[Any]:
