@@ -166,6 +166,10 @@ class StepOptions:
     parallel: str = option("", "--parallel", "parallel plan on --system (default dp=1); also bucket=BYTES, "
                            "algorithm=ring|tree|hierarchical", commands=("report",), in_pass=False,
                            cli={"metavar": "dp=N,tp=N,pp=N[,zero=S][,microbatches=M]"})
+    offchip: str = option("", "--offchip", "a Stream system YAML (or its offchip core file) whose DRAM a target "
+                          "without one takes (a ZigZag/Stream core file alone); without it such a report warns that "
+                          "off-chip traffic is unpriced", commands=("report", "explore", "sweep"),
+                          cli={"metavar": "SYSTEM.yaml"})
     pipeline: str = option("", "-p", "passes run after the step's own and before the costing (a pass pipeline as "
                            "monet-opt -p takes it: MONET's passes, xDSL's and those of installed plugins)",
                            commands=("report",), in_pass=False, cli={"metavar": "PIPELINE", "dest": "pipeline"})

@@ -120,7 +120,7 @@ def resolve(options: StepOptions, *, plans_searched: bool = False) -> ResolvedSt
         raise UsageError(f"--parallel {options.parallel}: a parallel plan needs --system")
     if not options.target:
         return ResolvedStep(options, pipeline=user_passes)
-    target, choice = resolve_target(options.target, precision)
+    target, choice = resolve_target(options.target, precision, options.offchip)
     allocation = None
     if options.mapping:
         from monet_ir.schedule.mapping import load_allocation
@@ -208,8 +208,8 @@ def step_passes(resolved: ResolvedStep, *, training: bool = True, stages: Sequen
     if "user" in stages:
         passes += resolved.pipeline
     if "cost" in stages and resolved.target is not None:
-        passes += [AnnotateCostPass(target=o.target, precision=o.precision),
-                   SchedulePass(target=o.target, mapping=o.mapping, precision=o.precision)]
+        passes += [AnnotateCostPass(target=o.target, precision=o.precision, offchip=o.offchip),
+                   SchedulePass(target=o.target, mapping=o.mapping, precision=o.precision, offchip=o.offchip)]
     return passes
 
 
@@ -235,6 +235,8 @@ def record(module: ModuleOp, resolved: ResolvedStep) -> None:
         module.attributes["monet.target"] = StringAttr(o.target)
     if o.mapping:
         module.attributes["monet.mapping"] = StringAttr(o.mapping)
+    if o.offchip:
+        module.attributes["monet.offchip"] = StringAttr(o.offchip)
     if resolved.precision is not None and resolved.precision.name:
         module.attributes["monet.precision"] = StringAttr(resolved.precision.name)
 

@@ -7,6 +7,8 @@ Options:
   ZigZag core file).
 - `precision` (default: each tensor's own element type): the number format assumed for float
   tensors.
+- `offchip` (default: the module's `monet.offchip`, else none): a Stream system or off-chip core
+  file whose DRAM a target without one takes.
 
 Each op with a cost (everything but views and constants) gets `monet.costs = [#hw.cost<core = c,
 latency = L, energy = E, mem = M>, ...]`, one entry per core able to run it (latency in that
@@ -32,6 +34,7 @@ class AnnotateCostPass(ModulePass):
 
     target: str = ""
     precision: str = ""
+    offchip: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from dialects.hw import CostAttr
@@ -40,7 +43,8 @@ class AnnotateCostPass(ModulePass):
 
         if not self.target:
             raise PassFailedException("annotate-cost: the target option is required (a built-in name or a YAML file)")
-        target, choice = resolve_target(self.target, self.precision)
+        offchip = self.offchip or _recorded(op, "monet.offchip")
+        target, choice = resolve_target(self.target, self.precision, offchip)
         bits = choice.bits
         cache: dict[tuple, ArrayAttr] = {}
         for operation in graph.compute_ops(graph.step_function(op)):
@@ -54,8 +58,15 @@ class AnnotateCostPass(ModulePass):
                                                for c in _costs(operation, sig, target)])
             operation.attributes["monet.costs"] = attr
         op.attributes["monet.target"] = StringAttr(self.target)
+        if offchip:
+            op.attributes["monet.offchip"] = StringAttr(offchip)
         if choice.name:
             op.attributes["monet.precision"] = StringAttr(choice.name)
+
+
+def _recorded(module: ModuleOp, key: str) -> str:
+    attr = module.attributes.get(key)
+    return attr.data if isinstance(attr, StringAttr) else ""
 
 
 def _costs(operation, sig, target) -> list:

@@ -6,6 +6,8 @@ Options:
 - `target` (default: the module's `monet.target`, set by `annotate-cost`): the accelerator.
 - `mapping` (default: none): a core allocation file (`monet_ir.schedule.mapping`).
 - `precision` (default: the module's `monet.precision`, else each tensor's element type).
+- `offchip` (default: the module's `monet.offchip`): a Stream system or off-chip core file whose
+  DRAM a target without one takes.
 
 Every op gets `monet.schedule = #hw.sched<core = c, start = s, end = e>` (cycles of the target's
 reference clock); an op fused by `fuse-layers` gets one per tile, `[#hw.sched<...>, ...]`. The module records the target, mapping and precision, plus
@@ -32,6 +34,7 @@ class SchedulePass(ModulePass):
     target: str = ""
     mapping: str = ""
     precision: str = ""
+    offchip: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         self.schedule(op)
@@ -41,7 +44,8 @@ class SchedulePass(ModulePass):
         from dialects.hw import SchedAttr
 
         target, mapping, precision = resolved_options(op, self.target, self.mapping, self.precision)
-        s = run_schedule(op, target, mapping, precision)
+        offchip = self.offchip or _recorded(op, "monet.offchip")
+        s = run_schedule(op, target, mapping, precision, offchip=offchip)
         fn = graph.step_function(op)
         by_op: dict[int, list] = {}
         for placed in s.tasks:
@@ -73,13 +77,18 @@ def resolved_options(module: ModuleOp, target: str, mapping: str, precision: str
     return target, mapping or recorded("monet.mapping"), precision or recorded("monet.precision")
 
 
-def run_schedule(module: ModuleOp, target_name: str, mapping: str, precision: str):
+def _recorded(module: ModuleOp, key: str) -> str:
+    attr = module.attributes.get(key)
+    return attr.data if isinstance(attr, StringAttr) else ""
+
+
+def run_schedule(module: ModuleOp, target_name: str, mapping: str, precision: str, offchip: str = ""):
     from monet_ir.schedule.mapping import load_allocation
     from monet_ir.schedule.scheduler import schedule
     from monet_ir.schedule.taskgraph import extract
     from targets.loader import resolve_target
 
-    target, choice = resolve_target(target_name, precision)
+    target, choice = resolve_target(target_name, precision, offchip)
     bits = choice.bits
     allocation = load_allocation(mapping) if mapping else None
     if allocation is not None:

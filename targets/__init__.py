@@ -8,7 +8,11 @@ from .loader import (
     list_builtin_targets,
     load_target_file,
     load_zigzag_core,
+    missing_dram_warning,
+    offchip_dram,
     target_from_zigzag_core,
+    warn_missing_dram,
+    with_dram,
 )
 from .model import (
     ArrayDim,
@@ -46,5 +50,9 @@ __all__ = [
     "list_builtin_targets",
     "load_target_file",
     "load_zigzag_core",
+    "missing_dram_warning",
+    "offchip_dram",
     "target_from_zigzag_core",
+    "warn_missing_dram",
+    "with_dram",
 ]

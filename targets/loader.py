@@ -26,6 +26,7 @@ from .own_format import read_own_target
 from .stream_legacy import is_list_system, translate_list_system
 from .zigzag_format import (
     STREAM_CORE_NAMESPACES,
+    resolve_core_path,
     ZIGZAG_DEFAULT_REASON,
     cover_every_op,
     read_offchip,
@@ -180,10 +181,72 @@ def builtin_target_path(name: str) -> str | None:
     return path if os.path.isfile(path) else None
 
 
-def get_target(name_or_path: str, precision: str | None = None) -> Target:
+def offchip_dram(path: str) -> Dram:
+    """The DRAM of a Stream system file (its `offchip_core`) or of a Stream off-chip core file,
+    for a target that has none (`--offchip`)."""
+    problems = Problems(path)
+    data = parse_yaml(path, problems)
+    problems.raise_if_any()
+    if isinstance(data, dict) and _is_stream_system(data):
+        offchip = data.get("offchip_core")
+        core_path = resolve_core_path(path, str(offchip)) if offchip is not None else None
+        if core_path is None:
+            problems.add("offchip_core", "this Stream system names no off-chip core file" if offchip is None
+                         else f"core file {offchip!r} not found next to the system file or in cores/")
+            problems.raise_if_any()
+        path, problems = core_path, Problems(core_path)
+        data = parse_yaml(path, problems)
+        problems.raise_if_any()
+    sizes = (data.get("operational_array") or {}).get("sizes") if isinstance(data, dict) else None
+    if isinstance(sizes, list) and sizes and all(isinstance(n, int) and n > 0 for n in sizes):
+        problems.add("operational_array", "a compute core, not an off-chip memory: expected a Stream system or its "
+                     "offchip core file")
+        problems.raise_if_any()
+    dram = read_offchip(data, path, problems) if isinstance(data, dict) else None
+    if dram is None and not problems:
+        problems.add("memories", "no off-chip memory with ports: expected a Stream system or its offchip core file")
+    problems.raise_if_any()
+    assert dram is not None
+    return dram
+
+
+def with_dram(target: Target, dram: Dram) -> Target:
+    """`target` with `dram` as its off-chip memory (every core spills to it)."""
+    return replace(target, dram=dram, cores=tuple(replace(core, dram=dram) for core in target.cores))
+
+
+def missing_dram_warning(target: Target) -> str | None:
+    """What a report must say when the target describes no off-chip memory: the scheduler then
+    moves tensors that leave the cores' memories for free and without a capacity limit."""
+    if target.dram is not None:
+        return None
+    where = f" ({os.path.basename(target.source)})" if target.source else ""
+    return (f"target '{target.name}'{where} describes no off-chip memory: off-chip traffic is unpriced and "
+            "unbounded (tensors that leave the cores' memories move for free, in unlimited room); give --offchip "
+            "SYSTEM.yaml to use the DRAM of a Stream system")
+
+
+def warn_missing_dram(target: Target | None) -> str | None:
+    """Say on stderr when the target has no off-chip memory (`missing_dram_warning`); returns
+    the warning for the report."""
+    import sys
+
+    warning = missing_dram_warning(target) if target is not None else None
+    if warning:
+        print(f"monet: warning: {warning}", file=sys.stderr, flush=True)
+    return warning
+
+
+def get_target(name_or_path: str, precision: str | None = None, offchip: str | None = None) -> Target:
     """A built-in target by name (see `list_builtin_targets`) or a target file by path.
     `precision` may be a whole policy (`monet_ir.precision`): Stream/ZigZag cores run its
-    weights' format."""
+    weights' format. `offchip`: a Stream system or off-chip core file whose DRAM the target
+    takes (`offchip_dram`)."""
+    target = _get_target(name_or_path, precision)
+    return with_dram(target, offchip_dram(offchip)) if offchip else target
+
+
+def _get_target(name_or_path: str, precision: str | None = None) -> Target:
     if precision and ("=" in precision or ";" in precision):
         from monet_ir.precision import PrecisionError, parse_precision
 
@@ -227,11 +290,11 @@ def did_you_mean(word: str, choices: list[str]) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-def resolve_target(name: str, requested: str | None):
+def resolve_target(name: str, requested: str | None, offchip: str | None = None):
     """The target of that name or file, loaded for the `requested` precision (a policy's text or
-    None), and the precision chosen on it (`PrecisionChoice`): the one rule every tool and pass
-    follows."""
+    None), with the DRAM of `offchip` (`offchip_dram`) when given, and the precision chosen on it
+    (`PrecisionChoice`): the one rule every tool and pass follows."""
     from .precision_choice import choose_precision
 
-    target = get_target(name, precision=requested or None)
+    target = get_target(name, precision=requested or None, offchip=offchip or None)
     return target, choose_precision(target, requested or None)

@@ -161,6 +161,8 @@ def text_summary(report: dict[str, Any]) -> str:
     model = report.get("model", "")
     kind = "inference" if report.get("pipeline") == "inference" else "training-step"
     lines.append(f"MONET {kind} report: {model} on {report['target']}")
+    for warning in report.get("warnings", ()):
+        lines.append(f"  WARNING  {warning}")
     if "precision" in report:
         source = f" ({report['precision_source']})" if report.get("precision_source") else ""
         lines.append(f"  precision  {report['precision']}{source}")

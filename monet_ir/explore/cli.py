@@ -282,6 +282,9 @@ def run_explore(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     terminal.say(f"[{0.0:6.2f} s] building the training step of {args.model} for {args.target}")
     evaluator = Evaluator(config)
+    from targets import warn_missing_dram
+
+    warn_missing_dram(evaluator.target)
     paging = search_paging(args.search)
     if paging and objective != "schedule":
         raise UsageError("--search paging applies to --objective schedule and energy")

@@ -187,6 +187,7 @@ class SweepWork:
     precision: str | None
     requested: str | None
     key: str = "sweep"
+    offchip: str | None = None  # `--offchip`: the DRAM a design without one takes
 
     def build(self) -> None:
         return None
@@ -201,7 +202,7 @@ class SweepWork:
         row: dict[str, Any] = {}
         try:
             with design_file(path, data) as file:
-                target = get_target(file, precision=self.precision)
+                target = get_target(file, precision=self.precision, offchip=self.offchip)
             choose_precision(target, self.requested)  # every core of this design must run it
             row.update(area_figures(target))
             report = schedule_report(schedule(self.graph, target))
@@ -307,7 +308,8 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None],
             items.append((k, str(path), data))
     import uuid
 
-    work = SweepWork(graph, config.precision, requested, key=f"sweep-{uuid.uuid4().hex}")  # Ray workers cache by key
+    work = SweepWork(graph, config.precision, requested, key=f"sweep-{uuid.uuid4().hex}",
+                     offchip=config.offchip or None)  # Ray workers cache by key
     backend_name = getattr(args, "backend", "local")
     jobs = getattr(args, "jobs", 1)
     backend = dispatch.RayBackend(work) if backend_name == "ray" else dispatch.LocalBackend(work, jobs)

@@ -166,6 +166,25 @@ class Resource:
         return start, end, nbytes * 8 * self.energy_pj_per_bit
 
 
+class PortDirection(Resource):
+    """Reads or writes of a port both use (a DRAM with one read-write port): its own name and
+    energy per bit, the port's timeline (one transfer at a time in either direction)."""
+
+    def __init__(self, port: Resource, name: str, energy_pj_per_bit: float):
+        self.port = port
+        self.name = name
+        self.bits_per_cycle = port.bits_per_cycle
+        self.energy_pj_per_bit = energy_pj_per_bit
+
+    @property
+    def free_at(self) -> float:  # type: ignore[override]
+        return self.port.free_at
+
+    @free_at.setter
+    def free_at(self, value: float) -> None:
+        self.port.free_at = value
+
+
 def top_memory(core: Core) -> tuple[str, float]:
     """Name and capacity (bytes) of the memory values live in between ops on a core: its
     outermost level (the last declared, ZigZag order)."""
@@ -385,8 +404,14 @@ class Scheduler:
         dram = target.dram
         self.dram_name = dram.name if dram is not None else "dram"
         self.memories[self.dram_name] = MemoryTrace(self.dram_name, dram.capacity_bytes if dram else float("inf"))
-        self.dram_read = self._dram_resource("read")
-        self.dram_write = self.dram_read if dram is None or dram.ports < 2 else self._dram_resource("write")
+        if dram is None or dram.ports < 2:
+            # one port: reads and writes take turns, each at its own energy and on its own Gantt lane
+            port = self._dram_resource("read")
+            self.dram_read = PortDirection(port, "dram read", port.energy_pj_per_bit)
+            self.dram_write = PortDirection(port, "dram write", dram.write_energy_pj_per_bit if dram else 0.0)
+        else:
+            self.dram_read = self._dram_resource("read")
+            self.dram_write = self._dram_resource("write")
         self.from_dram, self.to_dram = [self.dram_read], [self.dram_write]
         self.through_dram = [self.dram_write, self.dram_read]  # a core-to-core copy without a link or bus
         self.links = {(l.src, l.dst): Resource(f"link {l.src}->{l.dst}", l.bandwidth_bits, l.energy_pj_per_bit)

@@ -203,7 +203,10 @@ NO_OPTIMIZER = ("none in the imported graph (ONNX Runtime's generate_artifacts w
 def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, Any], Any]:
     from monet_ir.pipeline import StepOptions, build_step, resolve
 
+    from targets import warn_missing_dram
+
     resolved = resolve(StepOptions.from_args(args, "report"))
+    warn_missing_dram(resolved.target)
     choice = resolved.precision
     if choice.source != "--precision":
         progress.step(f"precision: {choice.describe()}")
@@ -229,6 +232,11 @@ def step_report(built) -> dict[str, Any]:
         "flops": flops_by_phase(fn),
         "ops": op_counts_by_phase(fn),
     }
+    from targets import missing_dram_warning
+
+    warning = missing_dram_warning(built.resolved.target) if built.resolved.target is not None else None
+    if warning:
+        report["warnings"] = [warning]
     if not built.training and report["ops"].get("backward") and not report["ops"].get("optimizer"):
         report["optimizer_step"] = NO_OPTIMIZER
     memory = memory_summary(fn, built.resolved.bits)
