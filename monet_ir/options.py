@@ -159,7 +159,8 @@ class StepOptions:
                          cli={"metavar": "none|auto|FIRST:LAST[,FIRST:LAST...]"})
     tiles: int = option(0, "--tiles", "tiles per fused layer (default: from memory)", commands=("report",),
                         cli={"type": int})
-    mapping: str = option("", "--mapping", "core allocation YAML (Stream style: name, core_allocation)",
+    mapping: str = option("", "--mapping", "core allocation YAML (Stream style: name, core_allocation) or ZigZag "
+                          "mapping YAML (spatial_mapping, memory_operand_links, temporal_ordering)",
                           commands=("report",))
     system: str = option("", "--system", "multi-chip system: built-in name (monet targets) or system YAML; the step "
                          "runs on every chip (see --parallel)", commands=("report", "explore", "plan"), in_pass=False)
@@ -170,6 +171,18 @@ class StepOptions:
                           "without one takes (a ZigZag/Stream core file alone); without it such a report warns that "
                           "off-chip traffic is unpriced", commands=("report", "explore", "sweep"),
                           cli={"metavar": "SYSTEM.yaml"})
+    mapper: str = option("fast", "--mapper", "loop-nest mapper: fast (sampled loop orders, default) or exhaustive "
+                         "(every loop order ZigZag's LOMA tries; seconds per distinct layer)",
+                         commands=("report", "explore", "sweep"), cli={"choices": ("fast", "exhaustive")})
+    mapper_objective: str = option("latency", "--mapper-objective", "what the mapper minimizes per loop nest "
+                                   "(default latency; ties broken as ZigZag does)",
+                                   commands=("report", "explore", "sweep"),
+                                   cli={"choices": ("latency", "energy", "edp")})
+    grad_dataflow: str = option("auto", "--grad-dataflow", "how a forward spatial mapping applies to gradient nests: "
+                                "literal (the same loop dims, as ZigZag), translate (the loop dims in the same memory "
+                                "roles); auto (default): literal for a --mapping file's entries, translate for a "
+                                "core's own dataflows", commands=("report", "explore", "sweep"),
+                                cli={"choices": ("auto", "literal", "translate")})
     pipeline: str = option("", "-p", "passes run after the step's own and before the costing (a pass pipeline as "
                            "monet-opt -p takes it: MONET's passes, xDSL's and those of installed plugins)",
                            commands=("report",), in_pass=False, cli={"metavar": "PIPELINE", "dest": "pipeline"})

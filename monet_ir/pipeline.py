@@ -120,7 +120,7 @@ def resolve(options: StepOptions, *, plans_searched: bool = False) -> ResolvedSt
         raise UsageError(f"--parallel {options.parallel}: a parallel plan needs --system")
     if not options.target:
         return ResolvedStep(options, pipeline=user_passes)
-    target, choice = resolve_target(options.target, precision, options.offchip)
+    target, choice = resolve_target(options.target, precision, options.offchip, mapper_of(options))
     allocation = None
     if options.mapping:
         from monet_ir.schedule.mapping import load_allocation
@@ -128,6 +128,16 @@ def resolve(options: StepOptions, *, plans_searched: bool = False) -> ResolvedSt
         allocation = load_allocation(options.mapping)
         allocation.check_cores(len(target.cores))
     return ResolvedStep(options, target, choice, allocation, pipeline=user_passes)
+
+
+def mapper_of(options: StepOptions):
+    """The `MapperOptions` of the step's --mapper, --mapper-objective and --grad-dataflow."""
+    from targets.model import MapperOptions
+
+    try:
+        return MapperOptions(options.mapper, options.mapper_objective, options.grad_dataflow)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _resolve_system(options: StepOptions, user_passes: tuple[ModulePass, ...], plans_searched: bool) -> ResolvedStep:
@@ -208,8 +218,9 @@ def step_passes(resolved: ResolvedStep, *, training: bool = True, stages: Sequen
     if "user" in stages:
         passes += resolved.pipeline
     if "cost" in stages and resolved.target is not None:
-        passes += [AnnotateCostPass(target=o.target, precision=o.precision, offchip=o.offchip),
-                   SchedulePass(target=o.target, mapping=o.mapping, precision=o.precision, offchip=o.offchip)]
+        mapper = dict(mapper=o.mapper, mapper_objective=o.mapper_objective, grad_dataflow=o.grad_dataflow)
+        passes += [AnnotateCostPass(target=o.target, precision=o.precision, offchip=o.offchip, **mapper),
+                   SchedulePass(target=o.target, mapping=o.mapping, precision=o.precision, offchip=o.offchip, **mapper)]
     return passes
 
 

@@ -1,6 +1,7 @@
 """`annotate-cost`: price every op on every core of a target that can run it.
 
-    annotate-cost{target=NAME|path.yaml precision=fp32|bf16|fp16|fp8|int8}
+    annotate-cost{target=NAME|path.yaml precision=fp32|bf16|fp16|fp8|int8
+                  mapper=fast|exhaustive mapper_objective=latency|energy|edp grad_dataflow=auto|literal|translate}
 
 Options:
 - `target` (required): a built-in target name or a target YAML (ours, or a Stream system /
@@ -9,6 +10,9 @@ Options:
   tensors.
 - `offchip` (default: the module's `monet.offchip`, else none): a Stream system or off-chip core
   file whose DRAM a target without one takes.
+- `mapper` (default fast), `mapper_objective` (default latency), `grad_dataflow` (default auto):
+  how loop nests are mapped (`targets.model.MapperOptions`); recorded as `monet.mapper` for the
+  `schedule` pass when not the defaults.
 
 Each op with a cost (everything but views and constants) gets `monet.costs = [#hw.cost<core = c,
 latency = L, energy = E, mem = M>, ...]`, one entry per core able to run it (latency in that
@@ -35,6 +39,9 @@ class AnnotateCostPass(ModulePass):
     target: str = ""
     precision: str = ""
     offchip: str = ""
+    mapper: str = ""
+    mapper_objective: str = ""
+    grad_dataflow: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from dialects.hw import CostAttr
@@ -43,8 +50,11 @@ class AnnotateCostPass(ModulePass):
 
         if not self.target:
             raise PassFailedException("annotate-cost: the target option is required (a built-in name or a YAML file)")
+        from passes.schedule import pass_mapper_options, record_mapper_options
+
         offchip = self.offchip or _recorded(op, "monet.offchip")
-        target, choice = resolve_target(self.target, self.precision, offchip)
+        mapper = pass_mapper_options("annotate-cost", op, self.mapper, self.mapper_objective, self.grad_dataflow)
+        target, choice = resolve_target(self.target, self.precision, offchip, mapper)
         bits = choice.bits
         cache: dict[tuple, ArrayAttr] = {}
         for operation in graph.compute_ops(graph.step_function(op)):
@@ -60,6 +70,7 @@ class AnnotateCostPass(ModulePass):
         op.attributes["monet.target"] = StringAttr(self.target)
         if offchip:
             op.attributes["monet.offchip"] = StringAttr(offchip)
+        record_mapper_options(op, mapper)
         if choice.name:
             op.attributes["monet.precision"] = StringAttr(choice.name)
 

@@ -1,10 +1,14 @@
 """`schedule`: assign every op to a core and a time, with transfers and memory occupancy.
 
-    schedule{target=NAME|path.yaml mapping=alloc.yaml precision=fp32|bf16|fp16|fp8|int8}
+    schedule{target=NAME|path.yaml mapping=alloc.yaml precision=fp32|bf16|fp16|fp8|int8
+             mapper=fast|exhaustive mapper_objective=latency|energy|edp grad_dataflow=auto|literal|translate}
 
 Options:
 - `target` (default: the module's `monet.target`, set by `annotate-cost`): the accelerator.
-- `mapping` (default: none): a core allocation file (`monet_ir.schedule.mapping`).
+- `mapping` (default: none): a core allocation file or a ZigZag mapping file
+  (`monet_ir.schedule.mapping`).
+- `mapper`, `mapper_objective`, `grad_dataflow` (defaults fast, latency, auto, or the module's
+  `monet.mapper` set by `annotate-cost`): how loop nests are mapped (`targets.model.MapperOptions`).
 - `precision` (default: the module's `monet.precision`, else each tensor's element type).
 - `offchip` (default: the module's `monet.offchip`): a Stream system or off-chip core file whose
   DRAM a target without one takes.
@@ -35,6 +39,9 @@ class SchedulePass(ModulePass):
     mapping: str = ""
     precision: str = ""
     offchip: str = ""
+    mapper: str = ""
+    mapper_objective: str = ""
+    grad_dataflow: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         self.schedule(op)
@@ -45,7 +52,8 @@ class SchedulePass(ModulePass):
 
         target, mapping, precision = resolved_options(op, self.target, self.mapping, self.precision)
         offchip = self.offchip or _recorded(op, "monet.offchip")
-        s = run_schedule(op, target, mapping, precision, offchip=offchip)
+        mapper = pass_mapper_options("schedule", op, self.mapper, self.mapper_objective, self.grad_dataflow)
+        s = run_schedule(op, target, mapping, precision, offchip=offchip, mapper=mapper)
         fn = graph.step_function(op)
         by_op: dict[int, list] = {}
         for placed in s.tasks:
@@ -60,6 +68,7 @@ class SchedulePass(ModulePass):
             op.attributes["monet.mapping"] = StringAttr(mapping)
         if precision:
             op.attributes["monet.precision"] = StringAttr(precision)
+        record_mapper_options(op, mapper)
         op.attributes["monet.latency_cycles"] = FloatAttr(float(round(s.latency_cycles)), f64)
         op.attributes["monet.energy_pj"] = FloatAttr(float(sum(s.energy_breakdown_pj().values())), f64)
         return s
@@ -82,15 +91,43 @@ def _recorded(module: ModuleOp, key: str) -> str:
     return attr.data if isinstance(attr, StringAttr) else ""
 
 
-def run_schedule(module: ModuleOp, target_name: str, mapping: str, precision: str, offchip: str = ""):
+def pass_mapper_options(pass_name: str, module: ModuleOp, search: str, objective: str, grad_dataflow: str):
+    """The `MapperOptions` of a pass's options, else those an earlier pass recorded on the module
+    (`monet.mapper`: "search,objective,grad_dataflow"); a bad value fails the pass in one line."""
+    from targets.model import MapperOptions
+
+    attr = module.attributes.get("monet.mapper")
+    recorded = attr.data.split(",") if isinstance(attr, StringAttr) else ["fast", "latency", "auto"]
+    try:
+        return MapperOptions(search or recorded[0], objective or recorded[1], grad_dataflow or recorded[2])
+    except ValueError as e:
+        raise PassFailedException(f"{pass_name}: {e}") from None
+
+
+def record_mapper_options(module: ModuleOp, mapper) -> None:
+    """Keep non-default mapper options on the module for the passes that follow."""
+    from targets.model import DEFAULT_MAPPER
+
+    if mapper != DEFAULT_MAPPER:
+        module.attributes["monet.mapper"] = StringAttr(f"{mapper.search},{mapper.objective},{mapper.grad_dataflow}")
+
+
+def run_schedule(module: ModuleOp, target_name: str, mapping: str, precision: str, offchip: str = "", mapper=None):
     from monet_ir.schedule.mapping import load_allocation
     from monet_ir.schedule.scheduler import schedule
     from monet_ir.schedule.taskgraph import extract
     from targets.loader import resolve_target
 
-    target, choice = resolve_target(target_name, precision, offchip)
+    if mapper is None:
+        mapper = pass_mapper_options("schedule", module, "", "", "")
+    target, choice = resolve_target(target_name, precision, offchip, mapper)
     bits = choice.bits
     allocation = load_allocation(mapping) if mapping else None
     if allocation is not None:
         allocation.check_cores(len(target.cores))
-    return schedule(extract(graph.step_function(module), bits=bits), target, allocation)
+    task_graph = extract(graph.step_function(module), bits=bits)
+    if allocation is not None:
+        allocation.apply_nest_mappings(task_graph)  # a ZigZag mapping file's loop-nest mappings
+        if not allocation.entries:
+            allocation = None
+    return schedule(task_graph, target, allocation)

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from .errors import Problems, TargetError
-from .model import Core, Dram, Interconnect, Target
+from .model import DEFAULT_MAPPER, Core, Dram, Interconnect, MapperOptions, Target
 from .own_format import read_own_target
 from .stream_legacy import is_list_system, translate_list_system
 from .zigzag_format import (
@@ -226,6 +226,13 @@ def missing_dram_warning(target: Target) -> str | None:
             "SYSTEM.yaml to use the DRAM of a Stream system")
 
 
+def with_mapper(target: Target, mapper: MapperOptions) -> Target:
+    """`target` with every core's loop nests mapped under `mapper`."""
+    if all(core.mapper == mapper for core in target.cores):
+        return target
+    return replace(target, cores=tuple(replace(core, mapper=mapper) for core in target.cores))
+
+
 def warn_missing_dram(target: Target | None) -> str | None:
     """Say on stderr when the target has no off-chip memory (`missing_dram_warning`); returns
     the warning for the report."""
@@ -237,13 +244,22 @@ def warn_missing_dram(target: Target | None) -> str | None:
     return warning
 
 
-def get_target(name_or_path: str, precision: str | None = None, offchip: str | None = None) -> Target:
+def mapper_options(args: Any) -> MapperOptions:
+    """The `MapperOptions` of the command line's --mapper, --mapper-objective and --grad-dataflow."""
+    return MapperOptions(getattr(args, "mapper", "fast"), getattr(args, "mapper_objective", "latency"),
+                         getattr(args, "grad_dataflow", "auto"))
+
+
+def get_target(name_or_path: str, precision: str | None = None, offchip: str | None = None,
+               mapper: MapperOptions | None = None) -> Target:
     """A built-in target by name (see `list_builtin_targets`) or a target file by path.
     `precision` may be a whole policy (`monet_ir.precision`): Stream/ZigZag cores run its
     weights' format. `offchip`: a Stream system or off-chip core file whose DRAM the target
-    takes (`offchip_dram`)."""
+    takes (`offchip_dram`). `mapper`: how loop nests are mapped on its cores (`MapperOptions`)."""
     target = _get_target(name_or_path, precision)
-    return with_dram(target, offchip_dram(offchip)) if offchip else target
+    if offchip:
+        target = with_dram(target, offchip_dram(offchip))
+    return with_mapper(target, mapper) if mapper is not None and mapper != DEFAULT_MAPPER else target
 
 
 def _get_target(name_or_path: str, precision: str | None = None) -> Target:
@@ -290,11 +306,11 @@ def did_you_mean(word: str, choices: list[str]) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-def resolve_target(name: str, requested: str | None, offchip: str | None = None):
+def resolve_target(name: str, requested: str | None, offchip: str | None = None, mapper: MapperOptions | None = None):
     """The target of that name or file, loaded for the `requested` precision (a policy's text or
     None), with the DRAM of `offchip` (`offchip_dram`) when given, and the precision chosen on it
     (`PrecisionChoice`): the one rule every tool and pass follows."""
     from .precision_choice import choose_precision
 
-    target = get_target(name, precision=requested or None, offchip=offchip or None)
+    target = get_target(name, precision=requested or None, offchip=offchip or None, mapper=mapper)
     return target, choose_precision(target, requested or None)

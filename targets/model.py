@@ -298,6 +298,39 @@ class Interconnect:
         return tuple(sorted(found))
 
 
+MAPPER_SEARCHES = ("fast", "exhaustive")
+MAPPER_OBJECTIVES = ("latency", "energy", "edp")
+GRAD_DATAFLOWS = ("auto", "literal", "translate")
+
+
+@dataclass(frozen=True)
+class MapperOptions:
+    """How the cost model maps loop nests onto a core: a run's choice, not hardware.
+
+    search: ``fast`` (a sample of loop orders, then local improvement; the default) or
+        ``exhaustive`` (every order of the loop prime factors, as ZigZag's LOMA tries them).
+    objective: ``latency``, ``energy`` or ``edp`` (energy x delay), compared as ZigZag's
+        MinimalLatency/MinimalEnergy/MinimalEDP stages do.
+    grad_dataflow: how a spatial mapping written for the forward nest applies to gradient nests:
+        ``literal`` (the same loop dims, as ZigZag applies a mapping), ``translate`` (the loop
+        dims playing the same memory roles), ``auto`` (literal for a mapping file's entries,
+        translate for a core's own ``dataflows``).
+    """
+
+    search: str = "fast"
+    objective: str = "latency"
+    grad_dataflow: str = "auto"
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("search", MAPPER_SEARCHES), ("objective", MAPPER_OBJECTIVES),
+                              ("grad_dataflow", GRAD_DATAFLOWS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"mapper {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+
+
+DEFAULT_MAPPER = MapperOptions()
+
+
 @dataclass(frozen=True)
 class Core:
     """One core: an operational array and its memory hierarchy.
@@ -314,6 +347,8 @@ class Core:
     op_kinds: op kinds the core accepts: ``loop_nest`` (conv/matmul-like), VECTOR_KINDS members
         or ``vector`` (all vector kinds).
     dram: the off-chip memory the core spills to; filled in by the loader from the target.
+    mapper: how the cost model maps loop nests on it (`MapperOptions`; part of equality, so
+        costs under different options are memoized apart).
     """
 
     id: int = field(compare=False)
@@ -325,13 +360,14 @@ class Core:
     memories: tuple[MemoryLevel, ...]
     op_kinds: tuple[str, ...]
     dram: Dram | None = None
+    mapper: MapperOptions = DEFAULT_MAPPER
 
     def __hash__(self) -> int:
         # a Core keys the cost model's memo on every lookup: hash its nested description once
         cached = self.__dict__.get("_hash")
         if cached is None:
             cached = hash((self.kind, self.clock_hz, self.array, self.precisions, self.memories, self.op_kinds,
-                           self.dram))
+                           self.dram, self.mapper))
             object.__setattr__(self, "_hash", cached)
         return cached
 

@@ -35,6 +35,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from targets.model import DEFAULT_MAPPER
+
 COST_MODEL_VERSION = "2"  # 2: entries carry a checksum (table costs_v2)
 ENV = "MONET_COST_CACHE"
 OFF = ("off", "0", "no", "false", "none")
@@ -78,8 +80,11 @@ def core_key(core: Any) -> str:
     if key is None:
         import hashlib
 
-        text = repr((model_version(), core.kind, core.clock_hz, core.array, core.precisions, core.memories,
-                     core.op_kinds, core.dram))
+        parts = (model_version(), core.kind, core.clock_hz, core.array, core.precisions, core.memories,
+                 core.op_kinds, core.dram)
+        if core.mapper != DEFAULT_MAPPER:
+            parts += (core.mapper,)
+        text = repr(parts)
         key = hashlib.sha256(text.encode()).hexdigest()
         object.__setattr__(core, "_disk_cache_key", key)
     return key

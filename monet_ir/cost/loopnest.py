@@ -89,15 +89,19 @@ def loop_prime_factors(temporal: dict[str, int], limit: int = LPF_LIMIT) -> list
     return [(dim, f) for dim, factors in per_dim.items() for f in factors]
 
 
-def unique_orderings(lpfs: list[tuple[str, int]], cap: int = MAX_ORDERINGS):
-    """Distinct permutations of the multiset of loop factors (at most `cap`)."""
+def unique_orderings(lpfs: list[tuple[str, int]], cap: int | None = MAX_ORDERINGS):
+    """Distinct permutations of the multiset of loop factors (at most `cap`; None: all of them,
+    LOMA's permutation space)."""
+    if len(set(lpfs)) == len(lpfs):  # all distinct: no permutation repeats
+        yield from itertools.permutations(lpfs) if cap is None else itertools.islice(itertools.permutations(lpfs), cap)
+        return
     seen = set()
     for perm in itertools.permutations(lpfs):
         if perm in seen:
             continue
         seen.add(perm)
         yield perm
-        if len(seen) >= cap:
+        if cap is not None and len(seen) >= cap:
             return
 
 
@@ -1059,17 +1063,89 @@ def search_with_spilling(sig: LoopNestSig, core: Core, budget: int = 0) -> tuple
 
 
 def search(model: NestModel, limit: int = LPF_LIMIT, budget: int = DEFAULT_BUDGET) -> Evaluation:
-    """Find a low-latency (then low-energy) temporal mapping within `budget` evaluations.
+    """The best temporal mapping under the core's `MapperOptions`: the user's loop order when the
+    nest's mapping gives one, every order LOMA would try (`exhaustive`), or a sample (`fast`)."""
+    mapper = model.core.mapper
+    lpfs = loop_prime_factors(model.temporal, limit)
+    if not lpfs:
+        lpfs = [("B", 1)]
+    mapping = model.sig.mapping
+    if mapping is not None and mapping.temporal:
+        return _given_order(model, mapping)
+    if mapper.search == "exhaustive":
+        return exhaustive_search(model, lpfs, OBJECTIVE_KEYS[mapper.objective])
+    return sampled_search(model, lpfs, budget, mapper.objective)
+
+
+def _objective_latency(result: Evaluation) -> tuple:
+    return (result.latency, result.energy)
+
+
+def _objective_energy(result: Evaluation) -> tuple:
+    return (result.energy, result.latency)
+
+
+def _objective_edp(result: Evaluation) -> tuple:
+    return (result.latency * result.energy,)
+
+
+# ZigZag's MinimalLatency/MinimalEnergy/MinimalEDP stages: the other figure breaks a tie (none for EDP)
+OBJECTIVE_KEYS = {"latency": _objective_latency, "energy": _objective_energy, "edp": _objective_edp}
+
+
+def exhaustive_search(model: NestModel, lpfs: list[tuple[str, int]], key) -> Evaluation:
+    """Every distinct order of the loop prime factors (LOMA's permutation space); the strictly
+    best one under `key` (the first of equals, as ZigZag keeps it)."""
+    best: Evaluation | None = None
+    best_key = None
+    allocate, evaluate = model.allocate, model.evaluate
+    for order in unique_orderings(lpfs, cap=None):
+        try:
+            mapping = allocate(order)
+        except InvalidMapping:
+            continue
+        result = evaluate(mapping)
+        result_key = key(result)
+        if best is None or result_key < best_key:
+            best, best_key = result, result_key
+    if best is None:
+        raise InvalidMapping(f"no loop order of {model.sig.kind} fits the memories of core {model.core.name}")
+    return best
+
+
+def _given_order(model: NestModel, mapping) -> Evaluation:
+    """The loop order a mapping file's temporal_ordering gives (innermost first; size 0 is
+    ZigZag's `*`, what is left of the dim), checked against the nest's temporal loops."""
+    left = dict(model.temporal)
+    order = []
+    for dim, size in mapping.temporal:
+        remaining = left.get(dim, 1)
+        size = size or remaining
+        if size == 1:
+            continue
+        if remaining % size:
+            raise InvalidMapping(f"{mapping.entry}: temporal_ordering [{dim}, {size}] does not divide what is left "
+                                 f"of {dim} ({remaining}) after the spatial mapping")
+        left[dim] = remaining // size
+        order.append((dim, size))
+    rest = {d: s for d, s in left.items() if s > 1}
+    if rest:
+        missing = ", ".join(f"{d} {s}" for d, s in rest.items())
+        raise InvalidMapping(f"{mapping.entry}: temporal_ordering leaves loops unordered ({missing}); list every "
+                             "temporal loop or use '*'")
+    return model.evaluate(model.allocate(tuple(order) or (("B", 1),)))
+
+
+def sampled_search(model: NestModel, lpfs: list[tuple[str, int]], budget: int, objective: str) -> Evaluation:
+    """Find a good temporal mapping within `budget` evaluations.
 
     LOMA evaluates every order of the loop prime factors (720 for a typical conv, 5040 with a
     batch loop); most of them are redundant.  We evaluate two thirds of the budget on orders
     drawn at random (fixed seed), then spend the rest improving the best one by swapping
     neighbouring loops while that helps."""
-    lpfs = loop_prime_factors(model.temporal, limit)
-    if not lpfs:
-        lpfs = [("B", 1)]
+    key = OBJECTIVE_KEYS[objective]
     seen: set[tuple] = set()
-    best: tuple[tuple, Evaluation] | None = None
+    best: tuple[tuple, Evaluation, tuple] | None = None
     results: list[Evaluation] = []
 
     def consider(order: tuple) -> bool:
@@ -1083,8 +1159,9 @@ def search(model: NestModel, limit: int = LPF_LIMIT, budget: int = DEFAULT_BUDGE
             return False
         result = model.evaluate(mapping)
         results.append(result)
-        if best is None or (result.latency, result.energy) < (best[1].latency, best[1].energy):
-            best = (order, result)
+        result_key = key(result)
+        if best is None or result_key < best[2]:
+            best = (order, result, result_key)
             return True
         return False
 
@@ -1113,7 +1190,9 @@ def search(model: NestModel, limit: int = LPF_LIMIT, budget: int = DEFAULT_BUDGE
                 break
     if best is None:
         raise InvalidMapping(f"no loop order of {model.sig.kind} fits the memories of core {model.core.name}")
-    return choose(results)
+    if objective == "latency":
+        return choose(results)
+    return min(results, key=key)
 
 
 LATENCY_TOLERANCE = 0.001

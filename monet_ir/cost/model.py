@@ -17,6 +17,7 @@ from targets.model import Core
 from . import disk_cache
 from .loopnest import InvalidMapping, search_with_spilling
 from .signature import Cost, LoopNestSig, VectorSig, frozen_mapping
+from .spatial_mapping import UnmappableSpatial
 from .vector import vector_cost
 
 
@@ -69,7 +70,7 @@ def cache_info():
 def loop_nest_cost(sig: LoopNestSig, core: Core) -> Cost:
     try:
         model, best = search_with_spilling(sig, core)
-    except InvalidMapping as error:
+    except (InvalidMapping, UnmappableSpatial) as error:
         raise CostError(f"core {core.id} ({core.name}): {error}") from None
     breakdown, temporal = model.details(best)
     peak = core.array.units

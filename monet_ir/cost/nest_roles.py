@@ -48,6 +48,9 @@ def tensor_infos(sig: LoopNestSig) -> dict[str, TensorInfo]:
     # dY (forward O) takes them, being the operand reused across the array's first dimension.
     w_role = "W" if "W" in inputs else "O"
     i_role = next(t for t in inputs if t != w_role)
+    if sig.mapping is not None and sig.mapping.swap_inputs:
+        # a mapping file's memory_operand_links put the two inputs in each other's memories
+        w_role, i_role = i_role, w_role
     binding = {"O": out, "W": w_role, "I": i_role}
     infos = {}
     for role, tensor in binding.items():

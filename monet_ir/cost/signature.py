@@ -43,6 +43,26 @@ DEPTH_DIMS = ("OZ", "FZ")
 
 
 @dataclass(frozen=True)
+class NestMapping:
+    """A user's mapping of one loop nest (an entry of a ZigZag mapping file), in place of the
+    core's dataflow and the mapper's free choice.
+
+    spatial: (array dim, loop dim, factor) unrollings, cut to the array and the layer as ZigZag
+        cuts them; () keeps the core's dataflow.
+    swap_inputs: the entry's memory_operand_links put W in the I1 memories and I in the I2 ones
+        (ZigZag's default links are O: O, W: I2, I: I1).
+    temporal: a loop order, innermost first, as (loop dim, size); size 0 is ZigZag's ``*`` (what
+        is left of that dim); () leaves the order to the mapper.
+    entry: the file and entry it came from (for messages).
+    """
+
+    spatial: tuple[tuple[str, str, int], ...] = ()
+    swap_inputs: bool = False
+    temporal: tuple[tuple[str, int], ...] = ()
+    entry: str = field(default="", compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class LoopNestSig:
     """A conv/matmul-like op as a ZigZag loop nest (sizes of unused dims are 1).
 
@@ -61,6 +81,7 @@ class LoopNestSig:
     mac_format: the MX format at the multipliers ("" for plain formats): a core's precision
         of that name (or family) prices the MACs (`Core.precision_for`).
     output_operand: the tensor written: "O" (forward), "I" (input gradient), "W" (weight grad).
+    mapping: the user's mapping of this nest (`NestMapping`), None: the core's dataflow.
     """
 
     kind: str = "conv"
@@ -87,6 +108,7 @@ class LoopNestSig:
     stride_z: int = 1
     dilation_z: int = 1
     pads_z: tuple[int, int] = (0, 0)
+    mapping: NestMapping | None = None
 
     def __post_init__(self) -> None:
         for name in ("b", "g", "k", "c", "oy", "ox", "fy", "fx", "oz", "fz", "stride_z", "dilation_z"):

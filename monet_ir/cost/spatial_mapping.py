@@ -56,12 +56,13 @@ class Unroll:
     temporal: int  # remaining temporal iterations of this dim due to the unrolling
 
 
-def _auto_dataflow(sig: LoopNestSig, core: Core) -> list[tuple[str, str, int]]:
-    """A dataflow for cores that give none: per array dim, the unused loop that fills it best."""
+def _auto_dataflow(sig: LoopNestSig, core: Core, array_dims=None, taken: set[str] | None = None) -> list[tuple[str, str, int]]:
+    """A dataflow for cores that give none (or the array dims a mapping leaves out): per array
+    dim, the unused loop that fills it best."""
     chosen: list[tuple[str, str, int]] = []
-    taken: set[str] = set()
+    taken = set(taken or ())
     sizes = sig.dims
-    for array_dim in core.array.dims:
+    for array_dim in core.array.dims if array_dims is None else array_dims:
         options = [d for d in ("K", "C", "OX", "OY", "B", "G", "FX", "FY", "OZ", "FZ")
                    if d not in taken and sizes.get(d, 1) > 1]
         if not options:
@@ -72,21 +73,61 @@ def _auto_dataflow(sig: LoopNestSig, core: Core) -> list[tuple[str, str, int]]:
     return chosen
 
 
+class UnmappableSpatial(ValueError):
+    """A mapping file's spatial mapping names an array dimension the core does not have."""
+
+
+def _requested_unrolls(sig: LoopNestSig, core: Core) -> tuple[list[tuple[str, str, int]], bool]:
+    """The unrollings asked for, written for the forward nest, and whether they apply to a
+    gradient nest literally: a mapping file's entry (array dims the file leaves out get the loop
+    that fills them best; ZigZag searches them), else the core's dataflow, else our choice."""
+    mapping = sig.mapping
+    if mapping is not None and mapping.spatial:
+        names = {d.name for d in core.array.dims}
+        unknown = sorted({a for a, _, _ in mapping.spatial if a not in names})
+        if unknown:
+            raise UnmappableSpatial(f"{mapping.entry}: spatial_mapping names array dimension(s) {', '.join(unknown)}; "
+                                    f"core {core.name} has {', '.join(sorted(names))}")
+        raw = list(mapping.spatial)
+        given = {a for a, _, _ in raw}
+        missing = [d for d in core.array.dims if d.name not in given]
+        if missing:
+            used = {dim for _, dim, _ in raw}
+            raw += [u for u in _auto_dataflow(sig, core, missing, used)]
+        literal = core.mapper.grad_dataflow != "translate"
+    else:
+        if core.array.dataflow:
+            raw = [(u.array_dim, u.loop_dim, u.factor) for u in core.array.dataflow]
+        else:
+            raw = _auto_dataflow(sig, core)
+        literal = core.mapper.grad_dataflow == "literal"
+    return raw, literal
+
+
+def _within_array_dims(limited: list[tuple[str, str, int]], core: Core) -> list[tuple[str, str, int]]:
+    """ZigZag's check of a mixed unrolling: while the unrollings of one array dim need more units
+    than it has, the first one listed there is dropped."""
+    kept = list(limited)
+    for array in core.array.dims:
+        while math.prod(f for a, _, f in kept if a == array.name) > array.size:
+            first = next(i for i, entry in enumerate(kept) if entry[0] == array.name)
+            del kept[first]
+    return kept
+
+
 def spatial_mapping(sig: LoopNestSig, core: Core, infos: dict[str, TensorInfo], hierarchies) -> tuple[Unroll, ...]:
     sizes = sig.dims
-    if core.array.dataflow:
-        raw = [(u.array_dim, u.loop_dim, u.factor) for u in core.array.dataflow]
-    else:
-        raw = _auto_dataflow(sig, core)
+    raw, literal = _requested_unrolls(sig, core)
     taken: set[str] = set()
     limited: list[tuple[str, str, int]] = []
     for array_dim, dim, factor in raw:
-        mapped = translate_dim(dim, sig, infos, taken, factor)
+        mapped = dim if literal else translate_dim(dim, sig, infos, taken, factor)
         if mapped is None or sizes.get(mapped, 1) <= 1:
             continue
         taken.add(mapped)
         factor = min(factor, core.array.dim_size(array_dim), sizes[mapped])
         limited.append((array_dim, mapped, factor))
+    limited = _within_array_dims(limited, core)
     limited = _limit_to_inner_memories(limited, infos, hierarchies, sig)
     # A dim unrolled on several array dims: only the largest unrolling absorbs the remainder.
     unrolls: list[Unroll] = []

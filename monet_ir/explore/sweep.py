@@ -188,6 +188,7 @@ class SweepWork:
     requested: str | None
     key: str = "sweep"
     offchip: str | None = None  # `--offchip`: the DRAM a design without one takes
+    mapper: Any = None  # `targets.model.MapperOptions` of --mapper and its companions
 
     def build(self) -> None:
         return None
@@ -202,7 +203,7 @@ class SweepWork:
         row: dict[str, Any] = {}
         try:
             with design_file(path, data) as file:
-                target = get_target(file, precision=self.precision, offchip=self.offchip)
+                target = get_target(file, precision=self.precision, offchip=self.offchip, mapper=self.mapper)
             choose_precision(target, self.requested)  # every core of this design must run it
             row.update(area_figures(target))
             report = schedule_report(schedule(self.graph, target))
@@ -287,6 +288,8 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None],
     progress(f"{len(grid)} designs over {', '.join(names)}"
              + (f"; {len(done)} already in {out / 'sweep.csv'}, skipped" if done else ""))
     # the step of every design: the pipeline's passes before the costing (each design is a target)
+    from monet_ir.pipeline import mapper_of
+
     config = StepOptions.from_args(args, "sweep")
     module = build_step(config, stages=("train", "checkpoint")).module
     requested = config.precision or template.get("default_precision")
@@ -309,7 +312,7 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None],
     import uuid
 
     work = SweepWork(graph, config.precision, requested, key=f"sweep-{uuid.uuid4().hex}",
-                     offchip=config.offchip or None)  # Ray workers cache by key
+                     offchip=config.offchip or None, mapper=mapper_of(config))  # Ray workers cache by key
     backend_name = getattr(args, "backend", "local")
     jobs = getattr(args, "jobs", 1)
     backend = dispatch.RayBackend(work) if backend_name == "ray" else dispatch.LocalBackend(work, jobs)

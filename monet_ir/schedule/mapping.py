@@ -18,13 +18,32 @@
 An op takes the first entry matching, in this order: its node name, its op name, its ONNX op
 types (its class's `OnnxNames` trait), its phase, `default`. Without a match every core able to run it is allowed. Other Stream
 keys (`intra_core_tiling`, ...) are accepted and ignored: layer fusion sets tiling.
+
+The same lookup reads **ZigZag's mapping files** (told apart by their keys: entries with
+`spatial_mapping`, `memory_operand_links` or `temporal_ordering` and no `core_allocation`), and
+the ZigZag keys of a Stream entry:
+
+```yaml
+- name: default
+  spatial_mapping: {D1: [K, 32], D2: [C, 32]}     # "K, 32" strings too; D and H are B and G
+  memory_operand_links: {O: O, W: I2, I: I1}       # W: I1, I: I2 swaps the two inputs' memories
+- name: /conv1/Conv
+  temporal_ordering: [[OX, 112], [OY, '*'], [K, 2]]   # innermost first; '*' is what is left
+```
+
+ZigZag looks a layer up by its name, then its operator type, then `default`; the first match
+of the order above is the same thing here. A loop nest matched by an entry with ZigZag keys is
+priced with that entry (`NestMapping`, carried by its signature): the spatial mapping replaces
+the core's dataflow and is cut to the array and the layer as ZigZag cuts it; gradient nests get
+it literally unless `--grad-dataflow translate`. A field MONET cannot honour is a one-line error.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
+from monet_ir.cost.signature import LoopNestSig, NestMapping
 from monet_ir.errors import MonetError
 from monet_ir.schedule.taskgraph import Task
 
@@ -44,16 +63,74 @@ class MappingError(MonetError):
     """A malformed allocation file; str() is one line naming the file and entry."""
 
 
+ZIGZAG_KEYS = ("spatial_mapping", "memory_operand_links", "temporal_ordering")
+# Stream's keys MONET reads elsewhere (core_allocation) or leaves to layer fusion (tiling)
+STREAM_KEYS = ("name", "core_allocation", "intra_core_tiling", "inter_core_tiling", "layer_dimension_names")
+NEST_DIMS = ("B", "G", "K", "C", "OY", "OX", "FY", "FX", "OZ", "FZ")
+ZIGZAG_DIM_ALIASES = {"D": "B", "H": "G"}  # ZigZag's matmul rows and heads
+
+
 @dataclass(frozen=True)
 class Allocation:
+    """Per entry name: the cores an op may run on (`entries`; absent: any) and the mapping of a
+    loop nest (`nests`, from ZigZag keys)."""
+
     entries: dict[str, tuple[int, ...]]
     source: str = ""
+    nests: dict[str, NestMapping] = field(default_factory=dict)
 
     def __call__(self, task: Task) -> tuple[int, ...] | None:
         for key in (task.node, task.op, *onnx_names(task.op), task.phase, "default"):
             if key in self.entries:
                 return self.entries[key]
         return None
+
+    def nest_entry(self, node: str, op: str, phase: str) -> str | None:
+        """The name of the entry that maps a loop nest of this node, op and phase (None: none)."""
+        for key in (node, op, *onnx_names(op), phase, "default"):
+            if key in self.nests:
+                return key
+        return None
+
+    def apply_nest_mappings(self, graph) -> None:
+        """Give every loop-nest task of `graph` the mapping of its entry (in its signature, so
+        the cost model sees it)."""
+        if not self.nests:
+            return
+        tasks = graph.tasks
+        sigs = tasks.sig
+        mapped: dict[tuple[LoopNestSig, str], LoopNestSig] = {}
+        for index, (node, op, phase, sig) in enumerate(zip(tasks.node, tasks.op, tasks.phase, sigs)):
+            if not isinstance(sig, LoopNestSig):
+                continue
+            key = self.nest_entry(node, op, phase)
+            if key is None:
+                continue
+            new = mapped.get((sig, key))
+            if new is None:
+                new = mapped[(sig, key)] = replace(sig, mapping=self.nests[key])
+            sigs[index] = new
+
+    def nest_notes(self, graph) -> list[str]:
+        """What a report says of entries with ZigZag keys that map no loop nest of `graph`."""
+        if not self.nests:
+            return []
+        used: set[str] = set()
+        matched_other: set[str] = set()
+        tasks = graph.tasks
+        for node, op, phase, sig in zip(tasks.node, tasks.op, tasks.phase, tasks.sig):
+            key = self.nest_entry(node, op, phase)
+            if key is not None:
+                (used if isinstance(sig, LoopNestSig) else matched_other).add(key)
+        notes = []
+        vector_only = sorted(matched_other - used)
+        if vector_only:
+            notes.append(f"{self.source}: entries {', '.join(vector_only)} match only ops MONET prices with its "
+                         "vector model (not as loop nests): their spatial mappings are not used")
+        unused = sorted(set(self.nests) - used - matched_other)
+        if unused:
+            notes.append(f"{self.source}: entries {', '.join(unused)} match no op of this model")
+        return notes
 
     def check_cores(self, core_count: int) -> None:
         for name, cores in self.entries.items():
@@ -64,6 +141,7 @@ class Allocation:
 
 
 def load_allocation(path: str) -> Allocation:
+    """A Stream core allocation file or a ZigZag mapping file (told apart by its keys)."""
     import yaml
 
     from monet_ir.untrusted import UntrustedFileError, read_yaml_file
@@ -83,15 +161,83 @@ def load_allocation(path: str) -> Allocation:
     if isinstance(data, dict) and "mapping" in data:
         data = data["mapping"]
     if not isinstance(data, list):
-        raise MappingError(f"{path}: expected a list of entries with 'name' and 'core_allocation'")
+        raise MappingError(f"{path}: expected a list of entries with 'name' and 'core_allocation' (Stream) or "
+                           "'spatial_mapping' (ZigZag)")
+    zigzag_file = all(isinstance(e, dict) and "core_allocation" not in e for e in data) and any(
+        isinstance(e, dict) and any(k in e for k in ZIGZAG_KEYS) for e in data)
     entries: dict[str, tuple[int, ...]] = {}
+    nests: dict[str, NestMapping] = {}
     for i, entry in enumerate(data):
-        if not isinstance(entry, dict) or "name" not in entry or "core_allocation" not in entry:
+        if not isinstance(entry, dict) or "name" not in entry:
+            raise MappingError(f"{path}: entry [{i}]: needs 'name'")
+        name = str(entry["name"])
+        where = f"{path}: entry [{i}] '{name}'"
+        if zigzag_file:
+            unknown = [k for k in entry if k not in ZIGZAG_KEYS and k not in STREAM_KEYS]
+            if unknown:
+                raise MappingError(f"{where}: {unknown[0]}: not a mapping key MONET can honour (it reads "
+                                   f"{', '.join(ZIGZAG_KEYS)})")
+        elif "core_allocation" not in entry:
             raise MappingError(f"{path}: entry [{i}]: needs 'name' and 'core_allocation'")
-        cores = entry["core_allocation"]
-        if isinstance(cores, int):
-            cores = [cores]
-        if not isinstance(cores, list) or not cores or not all(isinstance(c, int) and not isinstance(c, bool) for c in cores):
-            raise MappingError(f"{path}: entry [{i}] '{entry['name']}': core_allocation must be a non-empty list of core ids")
-        entries[str(entry["name"])] = tuple(cores)
-    return Allocation(entries, path)
+        if "core_allocation" in entry:
+            cores = entry["core_allocation"]
+            if isinstance(cores, int):
+                cores = [cores]
+            if not isinstance(cores, list) or not cores or not all(isinstance(c, int) and not isinstance(c, bool) for c in cores):
+                raise MappingError(f"{where}: core_allocation must be a non-empty list of core ids")
+            entries[name] = tuple(cores)
+        if any(entry.get(k) is not None for k in ZIGZAG_KEYS):
+            nests[name] = _nest_mapping(entry, where)
+    return Allocation(entries, path, nests)
+
+
+def _nest_mapping(entry: dict, where: str) -> NestMapping:
+    """The ZigZag keys of one entry as a NestMapping; what MONET cannot honour is a MappingError."""
+    spatial = []
+    raw = entry.get("spatial_mapping") or {}
+    if not isinstance(raw, dict):
+        raise MappingError(f"{where}: spatial_mapping must map array dimensions to lists of 'DIM, factor'")
+    for array_dim, unrolls in raw.items():
+        if isinstance(unrolls, str):
+            unrolls = [unrolls]
+        if not isinstance(unrolls, list):
+            raise MappingError(f"{where}: spatial_mapping.{array_dim}: expected a list of 'DIM, factor'")
+        if len(unrolls) == 2 and isinstance(unrolls[0], str) and "," not in unrolls[0] and not isinstance(unrolls[1], list):
+            unrolls = [unrolls]  # one [DIM, factor] pair
+        for unroll in unrolls:
+            dim, factor = _dim_and_size(unroll, f"{where}: spatial_mapping.{array_dim}", star=False)
+            spatial.append((str(array_dim), dim, factor))
+    links = entry.get("memory_operand_links")
+    swap = False
+    if links is not None:
+        if not isinstance(links, dict) or set(links) != {"O", "W", "I"}:
+            raise MappingError(f"{where}: memory_operand_links must give O, W and I")
+        if links["O"] != "O" or {links["W"], links["I"]} != {"I1", "I2"}:
+            raise MappingError(f"{where}: memory_operand_links {dict(links)}: MONET can honour O: O with W and I in "
+                               "I1 and I2 (either way round)")
+        swap = links["W"] == "I1"
+    temporal = []
+    ordering = entry.get("temporal_ordering") or []
+    if not isinstance(ordering, list):
+        raise MappingError(f"{where}: temporal_ordering must be a list of [DIM, size] (innermost first)")
+    for loop in ordering:
+        temporal.append(_dim_and_size(loop, f"{where}: temporal_ordering", star=True))
+    return NestMapping(tuple(spatial), swap, tuple(temporal), entry=where.replace(": entry ", " entry "))
+
+
+def _dim_and_size(item, where: str, star: bool) -> tuple[str, int]:
+    parts = [p.strip() for p in item.split(",")] if isinstance(item, str) else item
+    if not isinstance(parts, list) or len(parts) != 2:
+        raise MappingError(f"{where}: expected 'DIM, size', got {item!r}")
+    dim = ZIGZAG_DIM_ALIASES.get(str(parts[0]).strip(), str(parts[0]).strip())
+    if dim not in NEST_DIMS:
+        raise MappingError(f"{where}: loop dimension {parts[0]!r} is not one MONET's loop nests have "
+                           f"({', '.join(NEST_DIMS)}, D, H)")
+    size = parts[1]
+    if star and size == "*":
+        return dim, 0
+    if isinstance(size, str) and size.strip().isdigit():
+        size = int(size)
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        raise MappingError(f"{where}: size of {parts[0]} must be a positive integer{' or *' if star else ''}, got {size!r}")
+    return dim, size

@@ -207,6 +207,8 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
 
     resolved = resolve(StepOptions.from_args(args, "report"))
     warn_missing_dram(resolved.target)
+    if resolved.allocation is not None and resolved.allocation.nests:
+        progress.step(f"loop-nest mappings from {resolved.options.mapping}: entries {', '.join(resolved.allocation.nests)}")
     choice = resolved.precision
     if choice.source != "--precision":
         progress.step(f"precision: {choice.describe()}")
@@ -237,6 +239,10 @@ def step_report(built) -> dict[str, Any]:
     warning = missing_dram_warning(built.resolved.target) if built.resolved.target is not None else None
     if warning:
         report["warnings"] = [warning]
+    allocation = built.resolved.allocation
+    notes = allocation.nest_notes(built.schedule.graph) if allocation is not None else []
+    if notes:
+        report["mapping_notes"] = notes
     if not built.training and report["ops"].get("backward") and not report["ops"].get("optimizer"):
         report["optimizer_step"] = NO_OPTIMIZER
     memory = memory_summary(fn, built.resolved.bits)
