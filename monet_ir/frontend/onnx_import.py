@@ -109,6 +109,13 @@ def _load(source: Any, source_name: str | None) -> tuple[str, Any, str | None]:
     if isinstance(source, (str, os.PathLike)):
         name = source_name or os.fspath(source)
         base_dir = os.path.dirname(os.path.abspath(name))
+        from monet_ir.frontend.zigzag_workload import WorkloadError, is_zigzag_workload, workload_model
+
+        if is_zigzag_workload(os.fspath(source)):
+            try:
+                return name, workload_model(os.fspath(source)), base_dir
+            except WorkloadError as e:
+                raise OnnxImportError([str(e)]) from None
         try:
             with open(source, "rb") as f:
                 data = f.read()
