@@ -187,3 +187,13 @@ def test_pass_options_choose_the_mapper():
 
     with pytest.raises(PassFailedException, match="objective"):
         AnnotateCostPass(target=TPU, mapper_objective="speed").apply(Context(), import_onnx(DATA / "models" / "lenet5_b4.onnx"))
+
+
+def test_fast_mapper_searches_every_order_for_energy_where_that_is_cheap():
+    from monet_ir.cost.loopnest import MAX_ORDERINGS, ordering_count
+
+    model = NestModel(CONV3, _core())
+    assert ordering_count(loop_prime_factors(model.temporal)) <= MAX_ORDERINGS
+    fast = cost_of(CONV3, _core(objective="energy"))
+    exhaustive = cost_of(CONV3, _core(search="exhaustive", objective="energy"))
+    assert (fast.latency_cycles, fast.energy_pj) == (exhaustive.latency_cycles, exhaustive.energy_pj)
