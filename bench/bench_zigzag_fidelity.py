@@ -1,19 +1,28 @@
-"""Benchmark (not a test): our per-layer cost model against ZigZag on the same core YAMLs.
+"""Benchmark (not a test): `monet report` against ZigZag on ZigZag's own shipped files.
 
-For each Conv/Gemm layer of Stream's ResNet-18 inference model and each of the `tpu_like` and
-`eyeriss_like` core descriptions in ../shared/stream_hw/cores, run ZigZag 3.9.1 (LOMA,
-latency-optimal, lpf limit 6) and our `monet_ir.cost.cost_of` on the same core file, and print
-latency, energy and their ratios per layer, the median |error| and the worst ratio.
+For each network (ResNet-18 from ../shared, and ZigZag's shipped MobileNetV2, used to tune
+nothing) and each core of ZigZag 3.9.1's shipped hardware (`tpu_like` with its mapping file
+`tpu_like.yaml`, `eyeriss_like` with `default.yaml`, the mapping ZigZag's own examples pair with
+it), run
 
-Operands that do not fit the core's top memory get Stream's off-chip DRAM (`offchip.yaml`)
-above them, as Stream does for "too large operands"; our model applies the same rule with the
-DRAM the loader reads from that file.
+* ZigZag (`get_hardware_performance_zigzag`: LOMA, lpf limit 6) on the ONNX file with the shipped
+  hardware and mapping YAMLs, under `--objective latency` and `energy`;
+* MONET through its command line, as a user would: ``monet report MODEL --target HW.yaml
+  --mapping MAPPING.yaml --inference --precision int8 --mapper fast|exhaustive
+  --mapper-objective latency|energy --no-cost-cache``;
 
-ZigZag runs in its own venv (bench/out/zigzag-venv, created on first use with
-``pip install zigzag-dse==3.9.1 six``) through this same file in ``--worker`` mode; its results
-are cached in bench/out/zigzag_cache.json, so re-runs only re-run our model.
+and print per conv/gemm layer latency and energy with their ratios (ours / ZigZag), the median
+|error| and the worst ratio per (network, core, objective, mapper), totals, and the CPU time of
+both tools on the same layers (the ratio ZigZag / MONET exhaustive). `--mirror` also runs the
+mirror-nest check (bench_mirror_nests) on the whole export corpus.
 
-Usage: python bench/bench_zigzag_fidelity.py [--cores tpu_like eyeriss_like] [--no-cache]
+ZigZag runs in its own venv (``--zigzag-python``, default /work/venvs/zigzag/bin/python or
+bench/out/zigzag-venv, created on first use with ``pip install zigzag-dse==3.9.1 six``) through
+this file in ``--worker`` mode; its results are cached in bench/out/zigzag_cache.json (``--no-cache``
+re-runs it).
+
+Usage: python bench/bench_zigzag_fidelity.py [--cores tpu_like eyeriss_like] [--objectives latency energy]
+       [--mappers fast exhaustive] [--networks resnet18 mobilenetv2] [--no-cache]
 """
 
 from __future__ import annotations
@@ -21,280 +30,191 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+
 from shared_path import SHARED as SHARED_DIR
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "out")
 SHARED = str(SHARED_DIR)
-CORES_DIR = os.path.join(SHARED, "stream_hw", "cores")
-OFFCHIP = os.path.join(CORES_DIR, "offchip.yaml")
-MODEL = os.path.join(SHARED, "models", "stream_resnet18_inference.onnx")
 ZIGZAG_VENV = os.path.join(OUT, "zigzag-venv")
 CACHE = os.path.join(OUT, "zigzag_cache.json")
-ZIGZAG_OPERAND = {"W": "I2", "I": "I1", "O": "O"}
-
-
-# ---------------------------------------------------------------- shared by both sides
-
-
-def layer_record(name: str, sig) -> dict:
-    from dataclasses import asdict
-
-    record = asdict(sig)
-    record["name"] = name
-    return record
-
-
-def tensor_bits(record: dict) -> dict[str, int]:
-    """Stored size of each tensor in bits, the output at partial-sum width (ZigZag's
-    operand_size_bit, which Stream compares with the top memory)."""
-    sy, sx = record["stride"]
-    dy, dx = record["dilation"]
-    pads = record["pads"]
-    iy = max(1, (record["oy"] - 1) * sy + (record["fy"] - 1) * dy + 1 - pads[0] - pads[2])
-    ix = max(1, (record["ox"] - 1) * sx + (record["fx"] - 1) * dx + 1 - pads[1] - pads[3])
-    return {
-        "W": record["g"] * record["k"] * record["c"] * record["fy"] * record["fx"] * record["w_bits"],
-        "I": record["b"] * record["g"] * record["c"] * iy * ix * record["i_bits"],
-        "O": record["b"] * record["g"] * record["k"] * record["oy"] * record["ox"] * record["psum_bits"],
-    }
+# core -> the shipped mapping file ZigZag's examples pair with it
+CORES = {"tpu_like": "tpu_like", "eyeriss_like": "default"}
+NETWORKS = {"resnet18": "shared", "mobilenetv2": "zigzag"}
+LOOP_NEST_OPS = ("nn.conv", "nn.gemm", "nn.matmul")
 
 
 # ---------------------------------------------------------------- ZigZag side (worker)
 
 
-def zigzag_layer(record: dict, layer_id: int) -> dict:
-    """The layer in ZigZag's workload format, as ZigZag's own ONNX parser would build it."""
-    precision = {"W": record["w_bits"], "I": record["i_bits"], "O": record["psum_bits"], "O_final": record["o_bits"]}
-    if record["kind"] == "conv":
-        sy, sx = record["stride"]
-        dy, dx = record["dilation"]
-        pads = record["pads"]
-        iy_span = max(1, (record["oy"] - 1) * sy + (record["fy"] - 1) * dy + 1 - pads[0] - pads[2])
-        ix_span = max(1, (record["ox"] - 1) * sx + (record["fx"] - 1) * dx + 1 - pads[1] - pads[3])
-        return {
-            "id": layer_id,
-            "name": record["name"],
-            "operator_type": "Conv",
-            "equation": "O[b][g][k][oy][ox]+=W[g][k][c][fy][fx]*I[b][g][c][iy][ix]",
-            "dimension_relations": [f"ix={sx}*ox+{dx}*fx", f"iy={sy}*oy+{dy}*fy"],
-            "loop_dims": ["B", "K", "G", "OX", "OY", "C", "FX", "FY"],
-            "loop_sizes": [record[d] for d in ("b", "k", "g", "ox", "oy", "c", "fx", "fy")],
-            "operand_precision": precision,
-            "pr_loop_dims": ["IX", "IY"],
-            "pr_loop_sizes": [ix_span, iy_span],
-            "padding": [[pads[1], pads[3]], [pads[0], pads[2]]],
-        }
-    return {
-        "id": layer_id,
-        "name": record["name"],
-        "operator_type": "Gemm",
-        "equation": "O[d][k]+=I[d][c]*W[c][k]",
-        "dimension_relations": [],
-        "loop_dims": ["C", "D", "K"],
-        "loop_sizes": [record["c"], record["b"], record["k"]],
-        "operand_precision": precision,
-    }
-
-
-def spilled_operands(record: dict, core: dict) -> list[str]:
-    """Operands that get DRAM above them: those larger than their top memory, then the largest
-    remaining ones while the operands sharing a top memory do not fit in it together."""
-    bits = tensor_bits(record)
-    top = {}
-    for op, zz_op in ZIGZAG_OPERAND.items():
-        holders = [name for name, mem in core["memories"].items() if zz_op in mem["operands"]]
-        top[op] = holders[-1]
-    spilled = [op for op in ("W", "I", "O") if bits[op] > core["memories"][top[op]]["size"]]
-    for memory in set(top.values()):
-        sharing = sorted((op for op in top if top[op] == memory and op not in spilled), key=lambda o: -bits[o])
-        while sharing and sum(bits[o] for o in sharing) > core["memories"][memory]["size"]:
-            spilled.append(sharing.pop(0))
-    return spilled
-
-
-def worker(core_path: str, offchip_path: str, layers_path: str, out_path: str) -> None:
+def worker(model: str, hardware: str, mapping: str, objective: str, out_path: str) -> None:
+    """Run ZigZag on one network (in ZigZag's venv) and write its per-layer figures."""
     import logging
-
-    import yaml
 
     logging.disable(logging.CRITICAL)
     from zigzag.api import get_hardware_performance_zigzag  # type: ignore
 
-    with open(core_path) as handle:
-        core = yaml.safe_load(handle)
-    with open(offchip_path) as handle:
-        offchip = yaml.safe_load(handle)
-    with open(layers_path) as handle:
-        records = json.load(handle)
-    scratch = out_path + ".d"
-    os.makedirs(scratch, exist_ok=True)
-    mapping = [
-        {
-            "name": "default",
-            "spatial_mapping": {d: list(v) for d, v in core["dataflows"].items()},
-            "memory_operand_links": {"O": "O", "W": "I2", "I": "I1"},
-        }
-    ]
-    mapping_path = os.path.join(scratch, "mapping.yaml")
-    with open(mapping_path, "w") as handle:
-        yaml.safe_dump(mapping, handle)
-    results = {}
-    for index, record in enumerate(records):
-        spilled = spilled_operands(record, core)
-        hardware = json.loads(json.dumps(core))
-        if spilled:
-            dram = json.loads(json.dumps(offchip["memories"]["dram"]))
-            keep = {ZIGZAG_OPERAND[o] for o in spilled}
-            dram["operands"] = [o for o in ("I1", "I2", "O") if o in keep]
-            for port in dram["ports"]:
-                port["allocation"] = [a for a in port["allocation"] if a.split(",")[0].strip() in keep]
-            hardware["memories"]["dram"] = dram
-        hw_path = os.path.join(scratch, f"hw_{index}.yaml")
-        with open(hw_path, "w") as handle:
-            yaml.safe_dump(hardware, handle, sort_keys=False)
-        start = time.time()
+    with tempfile.TemporaryDirectory() as dump:
+        start = time.process_time()
         _, _, cmes = get_hardware_performance_zigzag(
-            [zigzag_layer(record, 0)],
-            hw_path,
-            mapping_path,
-            opt="latency",
-            dump_folder=os.path.join(scratch, f"dump_{index}"),
-            lpf_limit=6,
-            loma_show_progress_bar=False,
-        )
-        cme = cmes[0][1][0][0]
-        results[record["name"]] = {
-            "latency": float(cme.latency_total2),
-            "energy": float(cme.energy_total),
-            "mac_energy": float(cme.mac_energy),
-            "ideal_temporal": float(cme.ideal_temporal_cycle),
-            "stall": float(cme.stall_slack_comb),
-            "onload": float(cme.data_onloading_cycle),
-            "offload": float(cme.data_offloading_cycle),
-            "spilled": spilled,
-            "macs": int(cme.layer.total_mac_count),
-            "mem": {str(k): [float(x) for x in v] for k, v in cme.mem_energy_breakdown.items()},
-            "temporal": {
-                str(k): [[f"{d}{s}" for d, s in level] for level in v]
-                for k, v in cme.temporal_mapping.mapping_dic_origin.items()
-            },
-            "wall_s": round(time.time() - start, 2),
-        }
-        print(f"  zigzag {os.path.basename(core_path)} {record['name']}: {results[record['name']]['wall_s']} s", flush=True)
-        with open(out_path, "w") as handle:
-            json.dump(results, handle, indent=1)
+            model, hardware, mapping, opt=objective, dump_folder=dump, lpf_limit=6,
+            loma_show_progress_bar=False)
+        cpu = time.process_time() - start
+    layers = {}
+    for cme, _ in cmes[0][1]:
+        layers[cme.layer.name] = {"latency": float(cme.latency_total2), "energy": float(cme.energy_total),
+                                  "macs": int(cme.layer.total_mac_count)}
+    with open(out_path, "w") as handle:
+        json.dump({"layers": layers, "cpu_s": cpu}, handle, indent=1)
 
 
-# ---------------------------------------------------------------- our side (driver)
+# ---------------------------------------------------------------- driver
 
 
-def ensure_zigzag_venv() -> str:
+def zigzag_python(given: str | None) -> str:
+    for python in (given, "/work/venvs/zigzag/bin/python", os.path.join(ZIGZAG_VENV, "bin", "python")):
+        if python and os.path.exists(python):
+            if subprocess.run([python, "-c", "import zigzag, six"], capture_output=True).returncode == 0:
+                return python
     python = os.path.join(ZIGZAG_VENV, "bin", "python")
-    if os.path.exists(python):
-        probe = subprocess.run([python, "-c", "import zigzag, six"], capture_output=True)
-        if probe.returncode == 0:
-            return python
     print(f"creating {ZIGZAG_VENV} with zigzag-dse==3.9.1 (a few minutes)...", flush=True)
     subprocess.run([sys.executable, "-m", "venv", ZIGZAG_VENV], check=True)
     subprocess.run([python, "-m", "pip", "install", "-q", "zigzag-dse==3.9.1", "six"], check=True)
     return python
 
 
-def model_layers() -> list[tuple[str, object]]:
-    sys.path.insert(0, REPO)
-    from monet_ir.cost.onnx_layers import load_shaped_model, model_layer_sigs
+def zigzag_inputs(python: str) -> str:
+    probe = subprocess.run([python, "-c", "import os, zigzag; print(os.path.dirname(zigzag.__file__))"],
+                           capture_output=True, text=True, check=True)
+    return os.path.join(probe.stdout.strip(), "inputs")
 
-    return model_layer_sigs(load_shaped_model(MODEL))
+
+def network_path(name: str, inputs: str) -> str:
+    if NETWORKS[name] == "shared":
+        return os.path.join(SHARED, "models", "stream_resnet18_inference.onnx")
+    return os.path.join(inputs, "workload", f"{name}.onnx")
 
 
-def run_zigzag(core_names: list[str], records: list[dict], use_cache: bool) -> dict:
+def run_zigzag(python: str, inputs: str, network: str, core: str, objective: str, use_cache: bool) -> dict:
     cache = {}
     if use_cache and os.path.exists(CACHE):
         with open(CACHE) as handle:
             cache = json.load(handle)
-    jobs = []
-    for core_name in core_names:
-        missing = [r for r in records if r["name"] not in cache.get(core_name, {})]
-        if not missing:
-            continue
-        python = ensure_zigzag_venv()
-        layers_path = os.path.join(OUT, f"layers_{core_name}.json")
-        with open(layers_path, "w") as handle:
-            json.dump(missing, handle)
-        out_path = os.path.join(OUT, f"zigzag_{core_name}.json")
-        command = [python, os.path.abspath(__file__), "--worker", os.path.join(CORES_DIR, f"{core_name}.yaml"), OFFCHIP, layers_path, out_path]
-        jobs.append((core_name, out_path, subprocess.Popen(command)))
-    for core_name, out_path, process in jobs:
-        if process.wait() != 0:
-            raise SystemExit(f"ZigZag worker for {core_name} failed")
+    key = f"{network}/{core}/{CORES[core]}/{objective}"
+    if key not in cache:
+        out_path = os.path.join(OUT, f"zigzag_run_{os.getpid()}.json")
+        print(f"  running ZigZag: {key} ...", flush=True)
+        subprocess.run([python, os.path.abspath(__file__), "--worker", network_path(network, inputs),
+                        os.path.join(inputs, "hardware", f"{core}.yaml"),
+                        os.path.join(inputs, "mapping", f"{CORES[core]}.yaml"), objective, out_path], check=True)
         with open(out_path) as handle:
-            cache.setdefault(core_name, {}).update(json.load(handle))
-    os.makedirs(OUT, exist_ok=True)
-    with open(CACHE, "w") as handle:
-        json.dump(cache, handle, indent=1)
-    return cache
+            result = json.load(handle)
+        os.remove(out_path)
+        # read again before writing: another run of this bench may have added entries meanwhile
+        cache = {}
+        if os.path.exists(CACHE):
+            with open(CACHE) as handle:
+                cache = json.load(handle)
+        cache[key] = result
+        os.makedirs(OUT, exist_ok=True)
+        with open(CACHE + ".tmp", "w") as handle:
+            json.dump(cache, handle, indent=1)
+        os.replace(CACHE + ".tmp", CACHE)
+    return cache[key]
 
 
-def compare(core_name: str, layers, reference: dict) -> tuple[list[float], list[float]]:
-    from monet_ir.cost import cost_of
-    from targets import target_from_zigzag_core
+def run_monet(inputs: str, network: str, core: str, mapper: str, objective: str) -> tuple[dict, float]:
+    """Per loop-nest layer (ONNX node name) latency and energy from `monet report`, and its CPU time."""
+    with tempfile.TemporaryDirectory() as out:
+        command = [sys.executable, "-m", "monet_ir.tools.monet", "report", network_path(network, inputs),
+                   "--target", os.path.join(inputs, "hardware", f"{core}.yaml"),
+                   "--mapping", os.path.join(inputs, "mapping", f"{CORES[core]}.yaml"),
+                   "--inference", "--precision", "int8", "--mapper", mapper, "--mapper-objective", objective,
+                   "--out", out, "--no-plots", "--no-cost-cache"]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(command, check=True, capture_output=True, cwd=REPO)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        with open(os.path.join(out, "report.json")) as handle:
+            report = json.load(handle)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    layers = {row["name"]: {"latency": row["latency_cycles"], "energy": row["energy_pj"]}
+              for row in report["layers"] if row["op"] in LOOP_NEST_OPS}
+    return layers, cpu
 
-    target = target_from_zigzag_core(os.path.join(CORES_DIR, f"{core_name}.yaml"), OFFCHIP)
-    core = target.cores[0]
-    lat_ratios, energy_ratios = [], []
-    print(f"\n== {core_name}")
-    print(f"{'layer':48s} {'zz lat':>11s} {'our lat':>11s} {'ratio':>6s}  {'zz pJ':>12s} {'our pJ':>12s} {'ratio':>6s}")
-    start = time.perf_counter()
-    costs = {name: cost_of(sig, core) for name, sig in layers}
-    ours_s = time.perf_counter() - start
-    for name, sig in layers:
-        ref = reference[name]
-        cost = costs[name]
-        lat_ratio = cost.latency_cycles / ref["latency"]
-        en_ratio = cost.energy_pj / ref["energy"]
-        lat_ratios.append(lat_ratio)
-        energy_ratios.append(en_ratio)
-        print(f"{name[:48]:48s} {ref['latency']:11.0f} {cost.latency_cycles:11.0f} {lat_ratio:6.3f}  {ref['energy']:12.4g} {cost.energy_pj:12.4g} {en_ratio:6.3f}")
-    lat_err = [abs(r - 1) for r in lat_ratios]
-    en_err = [abs(r - 1) for r in energy_ratios]
-    worst = max(max(r, 1 / r) for r in lat_ratios + energy_ratios)
-    print(
-        f"{core_name}: median |latency error| {100 * statistics.median(lat_err):.1f}%  "
-        f"median |energy error| {100 * statistics.median(en_err):.1f}%  "
-        f"max latency ratio {max(max(r, 1 / r) for r in lat_ratios):.2f}x  "
-        f"max energy ratio {max(max(r, 1 / r) for r in energy_ratios):.2f}x  worst {worst:.2f}x  "
-        f"(our model {1000 * ours_s:.0f} ms for {len(layers)} layers, ZigZag "
-        f"{sum(reference[n]['wall_s'] for n, _ in layers):.0f} s)"
-    )
-    return lat_err, en_err
+
+def compare(title: str, ours: dict, reference: dict, verbose: bool) -> dict:
+    names = [name for name in reference if name in ours]
+    missing = [name for name in reference if name not in ours]
+    if missing:
+        print(f"  {title}: {len(missing)} ZigZag layers have no MONET counterpart: {missing[:3]}")
+    lat = [ours[n]["latency"] / reference[n]["latency"] for n in names]
+    energy = [ours[n]["energy"] / reference[n]["energy"] for n in names]
+    if verbose:
+        print(f"  {'layer':44s} {'zz cycles':>11s} {'ours':>11s} {'ratio':>7s}  {'zz pJ':>11s} {'ours':>11s} {'ratio':>7s}")
+        for n, lr, er in zip(names, lat, energy):
+            print(f"  {n[:44]:44s} {reference[n]['latency']:11.0f} {ours[n]['latency']:11.0f} {lr:7.4f}  "
+                  f"{reference[n]['energy']:11.4g} {ours[n]['energy']:11.4g} {er:7.4f}")
+    total_lat = sum(ours[n]["latency"] for n in names) / sum(reference[n]["latency"] for n in names)
+    total_energy = sum(ours[n]["energy"] for n in names) / sum(reference[n]["energy"] for n in names)
+    summary = {
+        "layers": len(names),
+        "median_latency_error": statistics.median(abs(r - 1) for r in lat),
+        "median_energy_error": statistics.median(abs(r - 1) for r in energy),
+        "worst_latency": max(max(r, 1 / r) for r in lat),
+        "worst_energy": max(max(r, 1 / r) for r in energy),
+        "total_latency": total_lat,
+        "total_energy": total_energy,
+    }
+    print(f"  {title:44s} layers {summary['layers']:3d}  median |err| lat {100 * summary['median_latency_error']:5.2f} % "
+          f"energy {100 * summary['median_energy_error']:5.2f} %  worst lat {summary['worst_latency']:.3f}x "
+          f"energy {summary['worst_energy']:.3f}x  total lat {total_lat:.4f} energy {total_energy:.4f}", flush=True)
+    return summary
 
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(*sys.argv[2:6])
+        worker(*sys.argv[2:7])
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cores", nargs="+", default=["tpu_like", "eyeriss_like"])
+    parser.add_argument("--cores", nargs="+", default=list(CORES), choices=list(CORES))
+    parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=list(NETWORKS))
+    parser.add_argument("--objectives", nargs="+", default=["latency", "energy"], choices=["latency", "energy"])
+    parser.add_argument("--mappers", nargs="+", default=["exhaustive", "fast"], choices=["exhaustive", "fast"])
+    parser.add_argument("--zigzag-python", help="a Python with zigzag-dse==3.9.1 and six")
     parser.add_argument("--no-cache", action="store_true", help="re-run ZigZag even when cached")
-    parser.add_argument("--zigzag-only", action="store_true", help="only fill the ZigZag cache")
+    parser.add_argument("--layers", action="store_true", help="print every layer")
+    parser.add_argument("--json", help="write the summaries to this file")
     args = parser.parse_args()
-    if not os.path.exists(MODEL):
-        print(f"skipped: {MODEL} not found (needs ../shared)")
-        return 0
+    if "resnet18" in args.networks and not os.path.exists(os.path.join(SHARED, "models")):
+        print(f"skipped resnet18: {SHARED}/models not found (needs ../shared)")
+        args.networks = [n for n in args.networks if n != "resnet18"]
     os.makedirs(OUT, exist_ok=True)
-    layers = model_layers()
-    records = [layer_record(name, sig) for name, sig in layers]
-    cache = run_zigzag(args.cores, records, not args.no_cache)
-    if args.zigzag_only:
-        return 0
-    for core_name in args.cores:
-        compare(core_name, layers, cache[core_name])
+    python = zigzag_python(args.zigzag_python)
+    inputs = zigzag_inputs(python)
+    results = {}
+    for network in args.networks:
+        for core in args.cores:
+            for objective in args.objectives:
+                reference = run_zigzag(python, inputs, network, core, objective, not args.no_cache)
+                for mapper in args.mappers:
+                    ours, cpu = run_monet(inputs, network, core, mapper, objective)
+                    title = f"{network} {core} {objective} {mapper}"
+                    summary = compare(title, ours, reference["layers"], args.layers)
+                    summary["monet_cpu_s"] = cpu
+                    summary["zigzag_cpu_s"] = reference["cpu_s"]
+                    print(f"  {'':44s} CPU: MONET {cpu:.2f} s (whole report), ZigZag {reference['cpu_s']:.1f} s: "
+                          f"ZigZag / MONET = {reference['cpu_s'] / cpu:.1f}x", flush=True)
+                    results[title] = summary
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(results, handle, indent=1)
     return 0
 
 
