@@ -703,6 +703,10 @@ def search_settings(evaluator: Evaluator, spec: GenomeSpec, **options: Any) -> d
     step = dataclasses.asdict(evaluator.config)
     if not step["frozen"]:
         del step["frozen"]  # (as states saved before `--freeze` existed hold it: they still resume)
+    for name, default in (("offchip", ""), ("mapper", "fast"), ("mapper_objective", "latency"),
+                          ("grad_dataflow", "auto")):
+        if step.get(name) == default:
+            del step[name]  # (likewise before --offchip and --mapper: the defaults are what they ran)
     model = step.pop("model")
     try:
         step["model_sha256"] = hashlib.sha256(Path(model).read_bytes()).hexdigest()
