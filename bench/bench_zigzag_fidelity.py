@@ -13,8 +13,8 @@ it), run
 
 and print per conv/gemm layer latency and energy with their ratios (ours / ZigZag), the median
 |error| and the worst ratio per (network, core, objective, mapper), totals, and the CPU time of
-both tools on the same layers (the ratio ZigZag / MONET exhaustive). `--mirror` also runs the
-mirror-nest check (bench_mirror_nests) on the whole export corpus.
+both tools on the same layers (the ratio ZigZag / MONET). `--mirror` also runs the mirror-nest
+check (bench/bench_mirror_nests.py) on the whole export corpus.
 
 ZigZag runs in its own venv (``--zigzag-python``, default /work/venvs/zigzag/bin/python or
 bench/out/zigzag-venv, created on first use with ``pip install zigzag-dse==3.9.1 six``) through
@@ -191,6 +191,7 @@ def main() -> int:
     parser.add_argument("--no-cache", action="store_true", help="re-run ZigZag even when cached")
     parser.add_argument("--layers", action="store_true", help="print every layer")
     parser.add_argument("--json", help="write the summaries to this file")
+    parser.add_argument("--mirror", action="store_true", help="also run the mirror-nest check on the whole corpus")
     args = parser.parse_args()
     if "resnet18" in args.networks and not os.path.exists(os.path.join(SHARED, "models")):
         print(f"skipped resnet18: {SHARED}/models not found (needs ../shared)")
@@ -215,6 +216,9 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=1)
+    if args.mirror:
+        print("\nmirror nests (bench/bench_mirror_nests.py):", flush=True)
+        return subprocess.run([sys.executable, os.path.join(HERE, "bench_mirror_nests.py")], cwd=REPO).returncode
     return 0
 
 
