@@ -5,7 +5,8 @@
 Options: those of `monet report` that shape the step, by the same names (`StepOptions` in
 `monet_ir.pipeline`, where each is declared once): `target`, `loss`, `labels`, `optimizer`,
 `lr`, `precision` (a policy's text, e.g. `precision="weights=mxfp8_e4m3;mx-block=32"`),
-`inference`, `checkpoint`, `fusion`, `tiles`, `mapping`. (`--dim` and `--freeze` are
+`inference`, `checkpoint`, `fusion`, `tiles`, `mapping`, `offchip`, `mapper`, `mapper_objective`,
+`grad_dataflow`. (`--dim` and `--freeze` are
 `monet-opt`'s own import options; `-p` is this very pipeline.)
 
 It runs the passes `monet_ir.pipeline.step_passes` lists, in its order (autodiff,
