@@ -56,7 +56,7 @@ def test_killing_the_parent_leaves_no_worker(tmp_path):
         out = tmp_path / name
         searches[name] = (out, subprocess.Popen(
             [sys.executable, "-m", "monet_ir.tools.monet", "explore", MLP, "--target", "tpu_like_quad_core", "--out",
-             str(out), "--population", "16", "--generations", "500", "--seed", "5", "--jobs", "2", "--no-plots"],
+             str(out), "--population", "16", "--generations", "1000000", "--seed", "5", "--jobs", "2", "--no-plots"],
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True))
     try:
         workers = {}
