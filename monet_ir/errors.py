@@ -16,7 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -69,6 +69,20 @@ def terminations_interrupt() -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`; did you mean 'x'?` for the closest of `choices` (difflib, else a case-insensitive match),
+    or nothing: the tail of a one-line error about a misspelled name."""
+    import difflib
+
+    choices = [c for c in choices if isinstance(c, str)]
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if not close:
+        close = [c for c in choices if c.lower() == word.lower()]
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 class InternalError(Exception):

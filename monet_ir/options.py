@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from monet_ir.errors import UsageError
+from monet_ir.errors import UsageError, did_you_mean
 
 # Byte multiples with their real meanings: SI prefixes are powers of 1000, IEC ones of 1024
 BYTE_UNITS = {
@@ -268,3 +268,56 @@ def add_step_arguments(parser: argparse.ArgumentParser, command: str, required: 
             kwargs["required"] = True
         flags = [opt.flag] if opt.flag.startswith("--") else [opt.flag, "--" + f.name]
         parser.add_argument(*flags, help=opt.help, **kwargs)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser for MONET's tools, whose errors say what was meant: an invalid choice
+    (`--optimizer adamm`) and an unrecognized option (`--optimiser`) name the closest valid one.
+    Sub-command parsers are of this class too (argparse makes them of the parent's class)."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is not None and value not in action.choices:
+            choices = [str(c) for c in action.choices]
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{did_you_mean(str(value), choices)} "
+                                                 f"(choose from {', '.join(choices)})")
+        super()._check_value(action, value)
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> argparse.Namespace:
+        import sys
+
+        args = list(sys.argv[1:] if args is None else args)
+        namespace, extras = self.parse_known_args(args, namespace)
+        parser = self._chosen_parser(namespace)
+        if extras:
+            flags = [flag for action in parser._actions for flag in action.option_strings]
+            hints = [did_you_mean(x.split("=", 1)[0], flags) for x in extras if x.startswith("-")]
+            parser.error(f"unrecognized arguments: {' '.join(extras)}" + "".join(h for h in hints if h))
+        namespace.given_options = parser.given(args)
+        return namespace
+
+    def given(self, args: Sequence[str]) -> frozenset[str]:
+        """The destinations of the options `args` spell out (abbreviations included), so that a
+        tool can tell an option given from its default."""
+        found = set()
+        for token in args:
+            if token == "--":
+                break
+            if not token.startswith("-") or token == "-":
+                continue
+            flag = token.split("=", 1)[0]
+            action = self._option_string_actions.get(flag)
+            if action is None and flag.startswith("--"):
+                matches = {a for s, a in self._option_string_actions.items() if s.startswith(flag)}
+                action = matches.pop() if len(matches) == 1 else None
+            if action is not None:
+                found.add(action.dest)
+        return frozenset(found)
+
+    def _chosen_parser(self, namespace: argparse.Namespace) -> argparse.ArgumentParser:
+        """The sub-command's parser the arguments chose (this one when there is none)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(namespace, action.dest, None) or "")
+                if isinstance(chosen, ArgumentParser):
+                    return chosen._chosen_parser(namespace)
+        return self

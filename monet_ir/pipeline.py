@@ -111,6 +111,8 @@ def resolve(options: StepOptions, *, plans_searched: bool = False) -> ResolvedSt
         except PrecisionError as e:
             raise UsageError(str(e)) from None
     parse_dims(list(options.dims))
+    check_checkpoint(options.checkpoint)
+    check_fusion(options.fusion, options.tiles)
     if options.checkpoint != "store-all" and options.inference:
         raise UsageError(f"--checkpoint {options.checkpoint}: checkpointing needs a training step (not --inference)")
     user_passes = parse_user_pipeline(options.pipeline)
@@ -138,6 +140,40 @@ def mapper_of(options: StepOptions):
         return MapperOptions(options.mapper, options.mapper_objective, options.grad_dataflow)
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def check_checkpoint(policy: str) -> None:
+    """`--checkpoint`'s policy, and its plan file, read before the model is."""
+    from passes.activation_checkpoint import parse_policy
+
+    try:
+        parsed = parse_policy(policy)
+    except ValueError as e:
+        raise UsageError(f"--checkpoint {policy}: {e}") from None
+    if parsed.kind == "plan":
+        from monet_ir.analysis.paging_plan import PlanError, read_plan_file
+
+        try:
+            read_plan_file(parsed.path)
+        except PlanError as e:
+            raise UsageError(f"--checkpoint {policy}: {e}") from None
+
+
+def check_fusion(fusion: str, tiles: int) -> None:
+    """`--fusion`'s form (none, auto or FIRST:LAST stacks; the node names are checked once the
+    model is read) and `--tiles`, before the model is read."""
+    from monet_ir.errors import did_you_mean
+
+    if tiles < 0:
+        raise UsageError(f"--tiles {tiles}: expected 0 (from memory) or a positive number of tiles")
+    if fusion in ("none", "auto"):
+        return
+    for spec in fusion.split(","):
+        first, sep, last = spec.strip().removeprefix("backward:").partition(":")
+        if not (first and sep and last):
+            hint = did_you_mean(fusion, ("none", "auto"))
+            raise UsageError(f"--fusion {fusion}: stack '{spec}': expected none, auto or FIRST:LAST (ONNX node names; "
+                             f"backward:FIRST:LAST for a backward stack), several separated by commas{hint}")
 
 
 def _resolve_system(options: StepOptions, user_passes: tuple[ModulePass, ...], plans_searched: bool) -> ResolvedStep:
@@ -313,10 +349,30 @@ def build_step(options: StepOptions | ResolvedStep, *, stages: Sequence[str] = S
     module = import_onnx(o.model, dims=parse_dims(list(o.dims)), frozen=tuple(o.frozen))
     training = not graph.holds_training_ops(graph.step_function(module))
     if not training:
+        check_imported_training_graph(o)
         say("the model already holds backward/optimizer ops: costing it as imported")
     built = BuiltStep(module, resolved, [], training)
     run_passes(built, step_passes(resolved, training=training, stages=stages), say)
     return built
+
+
+# the options that build the training step around a forward model, and what each does
+TRAINING_OPTIONS = {"loss": "--loss", "labels": "--labels", "optimizer": "--optimizer", "lr": "--lr",
+                    "inference": "--inference"}
+
+
+def check_imported_training_graph(options: StepOptions) -> None:
+    """A model that already holds its backward pass (an ONNX Runtime training graph) is costed as
+    imported: the options that would build the step around a forward model cannot apply, and
+    one given is an error rather than silently ignored."""
+    given = [flag + ("" if isinstance(getattr(options, name), bool) else f" {getattr(options, name)}")
+             for name, flag in TRAINING_OPTIONS.items()
+             if getattr(options, name) != StepOptions.__dataclass_fields__[name].default]
+    if given:
+        raise UsageError(f"{options.model}: {', '.join(given)}: this model already holds its backward pass and "
+                         "optimizer (an ONNX Runtime training graph, costed as imported); "
+                         f"{', '.join(TRAINING_OPTIONS.values())} apply to forward models (export the model without "
+                         "generate_artifacts to choose them)")
 
 
 def run_passes(built: BuiltStep, passes: Sequence[ModulePass], say: Callable[[str], None] = lambda _t: None) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monet_ir.errors import MonetError
+from monet_ir.errors import MonetError, did_you_mean
 
 PRECISION_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8}
 
@@ -70,7 +70,8 @@ def precision_bits(name: str | None) -> int | None:
     if name in MX_ELEMENTS:
         return MX_ELEMENTS[name].bits
     if name not in PRECISION_BITS:
-        raise PrecisionError(f"unknown precision '{name}' (choose from {', '.join(FORMAT_NAMES)})")
+        raise PrecisionError(f"unknown precision '{name}'{did_you_mean(name, FORMAT_NAMES)} "
+                             f"(choose from {', '.join(FORMAT_NAMES)})")
     return PRECISION_BITS[name]
 
 

@@ -130,7 +130,9 @@ def parse_policy(policy: str, budget: int | None = None, recompute: tuple[str, .
     """The policy of the pass options; raises ValueError with a one-line message."""
     kind, has_value, value = (part.strip() for part in policy.partition("="))
     if kind not in POLICIES:
-        raise ValueError(f"unknown policy '{policy}' (expected {POLICY_HELP})")
+        from monet_ir.errors import did_you_mean
+
+        raise ValueError(f"unknown policy '{policy}'{did_you_mean(kind, POLICIES)} (expected {POLICY_HELP})")
     if budget is not None and kind != "memory-budget":
         raise ValueError(f"the budget option only applies to policy=memory-budget, not '{kind}'")
     if recompute and kind != "list":

@@ -263,9 +263,15 @@ def explicit_stacks(forward: list[Operation], specs: tuple[str, ...],
         begin = start.get(first)
         end = _backward_end(backward, begin, last) if is_backward and begin is not None else first_at.get(last)
         if not sep or begin is None or end is None or end < begin:
+            from monet_ir.errors import did_you_mean
+
+            names = list(start) if is_backward else list(first_at)
+            unknown = next((name for name in (first, last) if name not in first_at and name not in start), "")
+            hint = did_you_mean(unknown, names) if unknown else ""
             raise PassFailedException(
                 f"fuse-layers: stack '{spec}': expected \"{'backward:' if is_backward else ''}first:last\" with two "
-                f"{'backward' if is_backward else 'forward'} node names, in program order")
+                f"{'backward' if is_backward else 'forward'} node names, in program order"
+                + (f" ('{unknown}' is no such node{hint})" if unknown else ""))
         ops = [o for o in ops_in[begin: end + 1] if not isinstance(o, nn.ConstantOp)]
         if is_backward:
             ops = [o for o in ops if tiled_axes(o)]  # the gradients reducing over rows stay whole

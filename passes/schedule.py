@@ -127,6 +127,7 @@ def run_schedule(module: ModuleOp, target_name: str, mapping: str, precision: st
         allocation.check_cores(len(target.cores))
     task_graph = extract(graph.step_function(module), bits=bits)
     if allocation is not None:
+        allocation.check_names(task_graph.tasks)  # an entry naming nothing of the step is an error
         allocation.apply_nest_mappings(task_graph)  # a ZigZag mapping file's loop-nest mappings
         if not allocation.entries:
             allocation = None

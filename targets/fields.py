@@ -54,7 +54,11 @@ class Fields:
             return
         for key in data:
             if key not in allowed:
-                self.problems.add(join(path, key), f"unknown field (expected one of: {', '.join(allowed)})")
+                from monet_ir.errors import did_you_mean
+
+                hint = did_you_mean(str(key), allowed).removeprefix("; ")
+                self.problems.add(join(path, key), f"unknown field{' (' + hint + ')' if hint else ''} "
+                                                   f"(expected one of: {', '.join(allowed)})")
 
     def raw(self, data: Any, key: str, path: str, required: bool = True) -> Any:
         if not isinstance(data, dict):

@@ -20,6 +20,8 @@ import os
 from dataclasses import replace
 from typing import Any
 
+from monet_ir.errors import did_you_mean
+
 from .errors import Problems, TargetError
 from .model import DEFAULT_MAPPER, Core, Dram, Interconnect, MapperOptions, Target
 from .own_format import read_own_target
@@ -294,16 +296,6 @@ def builtin_system_names() -> list[str]:
     if not os.path.isdir(folder):
         return []
     return sorted(name[: -len(".yaml")] for name in os.listdir(folder) if name.endswith(".yaml"))
-
-
-def did_you_mean(word: str, choices: list[str]) -> str:
-    """`; did you mean 'x'?` for the closest of `choices` (difflib), or nothing."""
-    import difflib
-
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    if not close and isinstance(word, str):
-        close = [c for c in choices if c.lower() == word.lower()]
-    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def resolve_target(name: str, requested: str | None, offchip: str | None = None, mapper: MapperOptions | None = None):

@@ -217,7 +217,9 @@ def get_system(name_or_path: str, precision: str | None = None) -> System:
         return load_system_file(builtin, precision)
     if isinstance(name_or_path, str) and os.path.isfile(name_or_path):
         return load_system_file(name_or_path, precision)
-    from .loader import builtin_target_path, did_you_mean, list_builtin_targets
+    from monet_ir.errors import did_you_mean
+
+    from .loader import builtin_target_path, list_builtin_targets
 
     if isinstance(name_or_path, str) and builtin_target_path(name_or_path) is not None:
         raise TargetError(f"{name_or_path}: <name>: a built-in chip target, not a multi-chip system: give it as "

@@ -419,4 +419,10 @@ def run_sweep(args: argparse.Namespace) -> None:
     sys.stdout.write(sweep.table(rows) + "\n")
     files = "sweep.csv, sweep.json" + ("" if args.no_plots else f", sweep.{args.plot_format}")
     sys.stdout.write(f"  wrote {out}/ {files}, designs/\n")
+    failed = sweep.all_failed(rows)
+    if failed:
+        sys.stdout.flush()
+        from monet_ir.explore.evaluate import ExploreError
+
+        raise ExploreError(failed)
 

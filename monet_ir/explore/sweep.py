@@ -307,6 +307,7 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None],
         path = folder / f"design_{k}.yaml"
         write_atomic(path, yaml.safe_dump(data, sort_keys=False))
         written.append(f"designs/design_{k}.yaml")
+        check_design(str(path), k, settings, args.set)
         if k not in done:
             items.append((k, str(path), data))
     import uuid
@@ -339,6 +340,28 @@ def run(args: argparse.Namespace, out: Path, progress: Callable[[str], None],
     rows = [rows_by_design[k] for k in range(len(grid))]
     written += write(rows, out, plots=None if args.no_plots else args.plot_format, params=names)
     return rows
+
+
+def check_design(path: str, k: int, settings: dict[str, Any], sets: list[str]) -> None:
+    """A design's target file must be a valid target before anything runs: a `--set` path that
+    adds a field the format does not have (a misspelled key) or a value it refuses fails the
+    whole sweep at once, naming the setting, instead of every design failing the same way."""
+    from targets import TargetError, get_target
+
+    try:
+        get_target(path)
+    except TargetError as e:
+        first = str(e).strip().splitlines()[0]
+        given = " ".join(f"--set {s}" for s in sets) or "the template's sweep: section"
+        raise UsageError(f"{given}: design {k} ({', '.join(f'{p}={v}' for p, v in settings.items())}) is not a valid "
+                         f"target: {first}") from None
+
+
+def all_failed(rows: list[dict[str, Any]]) -> str:
+    """The first error when every design failed (the sweep then exits non-zero), else ''."""
+    if rows and all("error" in row for row in rows):
+        return f"every design of the sweep failed; design 0: {rows[0]['error']}"
+    return ""
 
 
 CHECKSUM = "row_sha256"

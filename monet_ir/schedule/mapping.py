@@ -17,7 +17,9 @@
 
 An op takes the first entry matching, in this order: its node name, its op name, its ONNX op
 types (its class's `OnnxNames` trait), its phase, `default`. Without a match every core able to run it is allowed. Other Stream
-keys (`intra_core_tiling`, ...) are accepted and ignored: layer fusion sets tiling.
+keys (`intra_core_tiling`, ...) are accepted and ignored: layer fusion sets tiling. A core-allocation
+entry that matches no op of the step (a misspelled node name) is an error naming the entry and
+the closest name (`Allocation.check_names`), never silently ignored.
 
 The same lookup reads **ZigZag's mapping files** (told apart by their keys: entries with
 `spatial_mapping`, `memory_operand_links` or `temporal_ordering` and no `core_allocation`), and
@@ -57,6 +59,23 @@ def onnx_names(op_name: str) -> tuple[str, ...]:
 
     cls = op_class(op_name)
     return names_of(cls) if cls is not None else ()
+
+
+PHASES = ("forward", "backward", "optimizer", "recompute")
+
+
+@functools.lru_cache(maxsize=1)
+def _vocabulary() -> frozenset[str]:
+    """Every op name of MONET's dialects and every ONNX op type they answer to."""
+    from dialects import get_all_dialects
+    from dialects.interfaces import onnx_names as names_of
+
+    words: set[str] = set()
+    for factory in get_all_dialects().values():
+        for op in factory().operations:
+            words.add(op.name)
+            words.update(names_of(op))
+    return frozenset(words)
 
 
 class MappingError(MonetError):
@@ -131,6 +150,24 @@ class Allocation:
         if unused:
             notes.append(f"{self.source}: entries {', '.join(unused)} match no op of this model")
         return notes
+
+    def check_names(self, tasks) -> None:
+        """Every entry names a node, an op, an ONNX op type or a phase of the step whose task
+        table (`TaskTable`: columns `node`, `op`, `phase`) is `tasks`, or is `default`, or is an
+        op type or phase this step lacks (a mapping file shared by several models)."""
+        import difflib
+
+        nodes = {n for n in tasks.node if n}
+        known = nodes | set(tasks.op) | set(tasks.phase) | {"default"}
+        known |= {name for op in set(tasks.op) for name in onnx_names(op)}
+        # a file written for several models may name op types and phases this step lacks
+        generic = set(PHASES) | _vocabulary()
+        for name in self.entries:
+            if name not in known and name not in generic:
+                close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise MappingError(f"{self.source}: entry '{name}': names no node, op, ONNX op type or phase of the "
+                                   f"step{hint}")
 
     def check_cores(self, core_count: int) -> None:
         for name, cores in self.entries.items():

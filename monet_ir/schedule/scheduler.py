@@ -47,6 +47,15 @@ class ScheduleError(MonetError):
     """An impossible configuration: no core can run an op, DRAM too small, bad allocation."""
 
 
+class DramTooSmall(ScheduleError):
+    """The step needs more main memory than the target's DRAM holds: `peak` and `capacity` bytes
+    (the tools add what would help: `monet_ir.tools.advice`)."""
+
+    def __init__(self, message: str, peak: int, capacity: int):
+        super().__init__(message)
+        self.peak, self.capacity = peak, capacity
+
+
 @dataclass(slots=True)
 class ScheduledTask:
     task: int
@@ -642,9 +651,9 @@ class Scheduler:
                 # the one way such a step runs here: keep what does not fit in the storage level
                 hint = (f"; keep tensors in its storage '{self.target.storage.name}' with --checkpoint plan=FILE.json "
                         f"(monet explore --objective energy --memory-budget BYTES writes one; docs/poet.md)")
-            raise ScheduleError(
+            raise DramTooSmall(
                 f"target '{self.target.name}': DRAM '{dram.name}' holds {dram.capacity_bytes} bytes, "
-                f"the training step needs {peak} bytes in it{hint}"
+                f"the training step needs {peak} bytes in it{hint}", peak, int(dram.capacity_bytes)
             )
 
     # ------------------------------------------------------------------ the tasks

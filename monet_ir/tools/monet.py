@@ -78,7 +78,9 @@ COST_CACHE_HELP = ("price every op afresh: neither read nor write the persistent
 def build_parser() -> argparse.ArgumentParser:
     """The `monet` commands. The options that shape the training step come from
     `monet_ir.options.StepOptions` (declared there once); the others are the commands' own."""
-    parser = argparse.ArgumentParser(prog="monet", description=__doc__.splitlines()[0])
+    from monet_ir.options import ArgumentParser
+
+    parser = ArgumentParser(prog="monet", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
     report = sub.add_parser("report", help="latency, energy and memory of one training step")
@@ -212,7 +214,20 @@ def make_report(args: argparse.Namespace, progress: Progress) -> tuple[dict[str,
     choice = resolved.precision
     if choice.source != "--precision":
         progress.step(f"precision: {choice.describe()}")
-    built = build_step(resolved, progress=progress.step)
+    from monet_ir.schedule.scheduler import DramTooSmall
+
+    try:
+        built = build_step(resolved, progress=progress.step)
+    except DramTooSmall as e:
+        from monet_ir.tools.advice import fit_suggestions
+
+        progress.step(f"the step needs {e.peak:,} bytes of {e.capacity:,}: trying what would make it fit")
+        suggestions = fit_suggestions(resolved, e.peak, e.capacity, progress.step)
+        if suggestions:
+            print("monet: the step does not fit; what would help:", file=sys.stderr)
+            for line in suggestions:
+                print(f"  - {line}", file=sys.stderr)
+        raise
     return step_report(built), built.schedule
 
 
@@ -345,6 +360,11 @@ def run_targets(names: Sequence[str] = ()) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    from monet_ir.tools.applicability import check
+
+    status = run_reporting_errors("monet", lambda: check(args), getattr(args, "model", ""))
+    if status:
+        sys.exit(status)
     if getattr(args, "no_cost_cache", False):
         from monet_ir.cost import disk_cache
 

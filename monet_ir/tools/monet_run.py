@@ -30,7 +30,9 @@ from monet_ir.untrusted import short_repr
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="monet-run", description=__doc__.splitlines()[0])
+    from monet_ir.options import ArgumentParser
+
+    parser = ArgumentParser(prog="monet-run", description=__doc__.splitlines()[0])
     parser.add_argument("model", help="an ONNX model or a MONET IR (.mlir) file")
     parser.add_argument("-p", "--passes", default=None, help="pass pipeline (default for ONNX: autodiff)")
     parser.add_argument("--params", help="npz of parameters (and optimizer state) by name")
@@ -173,7 +175,12 @@ def run(args: argparse.Namespace) -> None:
     params.update(load_npz(args.params, "--params", expected_arrays(fn, ("param", "state"))))
     inputs = load_npz(args.inputs, "--inputs", expected_arrays(fn, ("input",)))
     consumed = optimizer_gradients(fn)
-    result = run_module(module, params, inputs, keep_values=args.all_values, keep=list(consumed.values()))
+    from monet_ir.interp.run import BindingError
+
+    try:
+        result = run_module(module, params, inputs, keep_values=args.all_values, keep=list(consumed.values()))
+    except BindingError as e:
+        raise type(e)(f"{e}{_flag_hint(str(e), args)}") from None
 
     out: dict[str, Any] = {}
     res_attrs = fn.res_attrs.data if fn.res_attrs is not None else ()
@@ -245,5 +252,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     sys.exit(run_reporting_errors("monet-run", lambda: run(args), args.model))
 
 
+def _flag_hint(message: str, args: Any) -> str:
+    """Which option gives the value a binding error misses: the data inputs come from --inputs,
+    parameters and optimizer state from --params."""
+    for words, flag, given, what in (("among the inputs", "--inputs", args.inputs, "the data inputs"),
+                                     ("among the parameters", "--params", args.params, "parameters")):
+        if words in message:
+            where = f"{given} has no array of that name" if given else f"no {flag} was given"
+            return f"; give {what} by name in an npz file with {flag} FILE.npz ({where})"
+    return ""
+
+
 if __name__ == "__main__":
     main()
+

@@ -47,7 +47,8 @@ def test_errors_are_one_line(tmp_path):
     result = monet_run(str(DATA / "models" / "mlp_b4.onnx"), "--out", str(tmp_path / "o.npz"))
     assert result.returncode == 1
     assert result.stderr.strip() == ("monet-run: error: argument 0 'x' (monet.input) has no value: 'x' is not among "
-                                     "the inputs (expected shape [4, 784], dtype float32)")
+                                     "the inputs (expected shape [4, 784], dtype float32); give the data inputs by "
+                                     "name in an npz file with --inputs FILE.npz (no --inputs was given)")
     result = monet_run(str(tmp_path / "missing.onnx"), "--out", str(tmp_path / "o.npz"))
     assert result.returncode == 1 and "cannot read file" in result.stderr and "Traceback" not in result.stderr
 
