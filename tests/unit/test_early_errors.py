@@ -134,3 +134,17 @@ def test_monet_run_names_the_flag_a_missing_value_comes_from(tmp_path):
                           "--out", str(tmp_path / "o.npz")], capture_output=True, text=True, cwd=REPO)
     assert run.returncode == 1 and "'x' is not among the inputs" in run.stderr
     assert "labels.npz has no array of that name" in run.stderr
+
+
+def test_monet_run_writes_into_a_new_folder_and_refuses_an_unwritable_one(tmp_path):
+    inputs = str(REPO / "examples" / "batches" / "mlp_b4.npz")  # the README's example batch
+    out = tmp_path / "new" / "folder" / "step.npz"
+    run = subprocess.run([sys.executable, "-m", "monet_ir.tools.monet_run", MLP, "--inputs", inputs, "--out", str(out)],
+                         capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 0, run.stderr
+    assert out.exists() and not [p for p in out.parent.iterdir() if p != out]  # no temporary file left
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    run = subprocess.run([sys.executable, "-m", "monet_ir.tools.monet_run", MLP, "--inputs", inputs, "--out",
+                          str(blocked / "step.npz")], capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 1 and run.stderr.startswith(f"monet-run: error: --out {blocked}: ")
