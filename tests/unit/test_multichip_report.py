@@ -82,5 +82,8 @@ def test_system_runs_draw_pngs_on_request_and_none_with_no_plots(tmp_path):
     assert run.stderr.splitlines()[-1].endswith("gantt.png, memory.png, energy.png")
     for name in ("gantt.png", "memory.png", "energy.png"):
         assert (tmp_path / "png" / name).read_bytes().startswith(b"\x89PNG")
+    # the manifest, written last, names the plots too
+    manifest = json.loads((tmp_path / "png" / "manifest.json").read_text())
+    assert {"report.json", "gantt.png", "memory.png", "energy.png"} <= set(manifest["files"])
     _run(tmp_path / "none", "dp=4", "--no-plots")
     assert not list((tmp_path / "none").glob("*.svg")) and not list((tmp_path / "none").glob("*.png"))
