@@ -56,6 +56,8 @@ RULES = (
     Rule(("population", "generations", "seed", "jobs", "budget", "exact", "objective", "precisions", "mx_groups",
           "memory_budget", "time_budget"), ("explore",), _plan_search,
          "does not apply to --search parallel (the plan search tries every plan; no genetic search)"),
+    Rule(("time_limit",), ("explore",), lambda a: a.exact != "full",
+         "applies to --exact full (the time limit of each stage-expanded MILP solve)"),
     Rule(("budget",), ("explore",), lambda a: a.objective == "energy",
          "is the budget of --objective schedule and checkpoint; --objective energy takes --memory-budget"),
     Rule(("precisions", "mx_groups"), ("explore",), lambda a: "precision" not in a.search.split(","),

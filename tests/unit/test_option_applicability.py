@@ -66,6 +66,7 @@ INAPPLICABLE: dict[tuple[str, str], tuple[list[str], str]] = {
     ("explore", "--memory-budget"): (["--target", "edge_npu", "--memory-budget", "1MB"], "--memory-budget"),
     ("explore", "--time-budget"): (["--target", "edge_npu", "--time-budget", "1000"], "--time-budget"),
     ("explore", "--exact"): (["--system", "2x2_edge_npu", "--search", "parallel", "--exact"], "--exact"),
+    ("explore", "--time-limit"): (["--target", "edge_npu", "--time-limit", "5"], "--time-limit"),
     ("explore", "--microbatches"): (["--target", "edge_npu", "--microbatches", "2"], "--microbatches"),
     ("explore", "--zero"): (["--target", "edge_npu", "--zero", "1"], "--zero"),
     ("explore", "--tp"): (["--target", "edge_npu", "--tp", "2"], "--tp"),
