@@ -128,6 +128,10 @@ def _load(source: Any, source_name: str | None) -> tuple[str, Any, str | None]:
         if not isinstance(name, str):
             name = "<stdin>"
         data = source.read()
+    if base_dir is None and name not in ("<bytes>", "<stdin>") and os.path.isfile(name):
+        # the bytes or stream of a file (monet-opt reads its input itself): external data and
+        # its checks are relative to that file's folder, not to the current one
+        base_dir = os.path.dirname(os.path.abspath(name))
     if not data:
         raise OnnxImportError([f"{name}: empty file, not an ONNX model"])
     model = onnx.ModelProto()
@@ -175,6 +179,7 @@ class OnnxImporter:
         self.values: dict[str, Tensor] = {}
         self.block = Block()
         self.type_cache: dict[tuple, TensorType] = {}
+        self.bad_shapes: dict[str, str] = {}  # tensor name -> why its stated or inferred shape is impossible
         self.constants: dict[tuple, SSAValue] = {}
         self.maybe_dead: set[Operation] = set()  # ops whose uses a converter may have bypassed
         self.opset = 17
@@ -191,6 +196,10 @@ class OnnxImporter:
     def run(self) -> ModuleOp:
         self._check_opsets()
         self._fail_if_problems()
+        from monet_ir.frontend.onnx_checks import validate_model
+
+        self.problems += validate_model(self.model, self.file, self.base_dir)
+        self._fail_if_problems()
         self._pin_dims()
         self._fail_if_problems()
         shaped = self._infer_shapes()
@@ -206,8 +215,30 @@ class OnnxImporter:
         try:
             module.verify()
         except VerifyException as e:
-            raise OnnxImportError([f"{self.file}: imported IR does not verify: {str(e).splitlines()[0]}"]) from None
+            raise OnnxImportError([self._verify_problem(module, e)]) from None
         return module
+
+    def _verify_problem(self, module: ModuleOp, error: Exception) -> str:
+        """The line for IR that does not verify, naming the ONNX node of the first op that fails
+        (a type the file states that does not fit what the node computes)."""
+        from xdsl.utils.exceptions import VerifyException
+
+        from monet_ir.frontend.onnx_checks import describe_node
+
+        first = str(error).splitlines()[0]
+        index = {node_name(n): i for i, n in reversed(list(enumerate(self.graph.node)))}
+        for op in module.walk():
+            try:
+                op.verify(verify_nested_ops=False)
+            except VerifyException as e:
+                origin = op.properties.get("node")
+                i = index.get(origin.data) if isinstance(origin, StringAttr) else None
+                if i is not None:
+                    return (f"{self.file}: {describe_node(i, self.graph.node[i])}: the types the file gives do not "
+                            f"fit the node: {str(e).splitlines()[0]}")
+                first = str(e).splitlines()[0]
+                break
+        return f"{self.file}: imported IR does not verify: {first}"
 
     def problem(self, node: Any | None, message: str) -> None:
         if node is None:
@@ -322,6 +353,10 @@ class OnnxImporter:
         cached = self.type_cache.get(key)
         if cached is not None:
             return cached
+        bad = shape_problem(dims)
+        if bad:
+            self.bad_shapes[name] = bad
+            return None
         elem = element_type(onnx_elem)
         if elem is None:
             return None
@@ -350,7 +385,9 @@ class OnnxImporter:
         for v in graph_inputs:
             t = self.value_types.get(v.name)
             if t is None:
-                if v.type.HasField("sequence_type"):
+                if v.name in self.bad_shapes:
+                    self.problem(None, f"input '{v.name}' has {self.bad_shapes[v.name]}")
+                elif v.type.HasField("sequence_type"):
                     # ONNX Runtime's optimizer graph (generate_artifacts' optimizer_model.onnx)
                     # takes the parameters, gradients and moments as sequences
                     self.problem(None, f"input '{v.name}' is a sequence of tensors, whose shapes the file does not "
@@ -360,6 +397,10 @@ class OnnxImporter:
                 continue
             if v.name in initializers and not self.ort:
                 continue  # an initializer listed as input (IR < 4): a parameter, below
+            if 0 in t.get_shape():
+                self.problem(None, f"input '{v.name}' has shape {format_shape(t.get_shape())}: it holds no "
+                                   "elements")
+                continue
             role, trainable_input = roles.get(v.name, ("input", False))
             if role == "const":
                 self.values[v.name] = Tensor(t, const=self.initializer_value(initializers[v.name]))
@@ -371,7 +412,8 @@ class OnnxImporter:
                 continue
             t = self.value_types.get(init.name)
             if t is None:
-                self.problem(None, f"initializer '{init.name}' has an unsupported element type")
+                why = self.bad_shapes.get(init.name, "an unsupported element type")
+                self.problem(None, f"initializer '{init.name}' has {why}")
                 continue
             if not _is_parameter(init) or (self.ort and math.prod(init.dims) == 1):
                 # ORT passes the optimizer's hyper-parameters (lr, betas) as 1-element initializers
@@ -438,6 +480,7 @@ class OnnxImporter:
                 return
             converter(self, node)
             self.routing.follow(self, node)
+            self._check_outputs_not_empty(node)
         except input_failed:
             self._poison(node)  # the node that failed first has reported why
         except unsupported as e:
@@ -454,6 +497,18 @@ class OnnxImporter:
                 raise
             self.problem(node, f"invalid node: {invalid}")
             self._poison(node)
+
+    def _check_outputs_not_empty(self, node: Any) -> None:
+        """A computed tensor without elements (a window larger than its padded input, a slice
+        that selects nothing) is no training step MONET can cost: refuse the node that makes it."""
+        from monet_ir.frontend.onnx_ops import Unsupported
+
+        for name in node.output:
+            t = self.values.get(name) if name else None
+            if t is not None and t.ssa is not None and isinstance(t.ssa.type, TensorType) \
+                    and 0 in t.ssa.type.get_shape():
+                raise Unsupported(f"output '{name}' would have shape {format_shape(t.ssa.type.get_shape())}: it "
+                                  "holds no elements")
 
     def _schema_problem(self, node: Any) -> str | None:
         """What ONNX's checker finds wrong with one node of the standard domain, or None; for
@@ -584,6 +639,8 @@ class OnnxImporter:
             return t.ssa.type
         vt = self.value_types.get(name)
         if vt is None:
+            if name in self.bad_shapes:
+                raise Unsupported(f"input '{name}' has {self.bad_shapes[name]}")
             raise Unsupported(f"tensor '{name}' has no static shape (pin symbolic dimensions with --dim)")
         return vt
 
@@ -592,6 +649,8 @@ class OnnxImporter:
 
         vt = self.value_types.get(name)
         if vt is None:
+            if name in self.bad_shapes:
+                raise Unsupported(f"output '{name}' would have {self.bad_shapes[name]}")
             raise Unsupported(f"output '{name}' has no static shape (pin symbolic dimensions with --dim)")
         return vt
 
@@ -680,6 +739,23 @@ class OnnxImporter:
         module.attributes["monet.source"] = StringAttr(os.path.basename(self.file))
         graph.add_notices(module, "routing", self.routing.notes)
         return module
+
+
+# The most elements a tensor may have: sizes, FLOPs and costs are float64 products, exact to 2**53.
+MAX_ELEMENTS = 2**53
+
+
+def format_shape(dims: Any) -> str:
+    return "x".join(str(d) for d in dims) if len(dims) else "scalar"
+
+
+def shape_problem(dims: list[int]) -> str | None:
+    """Why a tensor of these dims cannot exist (a negative size, too many elements), or None."""
+    if any(d < 0 for d in dims):
+        return f"shape {format_shape(dims)}: a negative size"
+    if math.prod(dims) > MAX_ELEMENTS:
+        return f"shape {format_shape(dims)}: {math.prod(dims):.3g} elements, more than {MAX_ELEMENTS:.3g} (2**53)"
+    return None
 
 
 def _shapes_complete(graph: Any) -> bool:

@@ -405,13 +405,48 @@ def _bool_type(t: TensorType) -> Any:
 # ---------------------------------------------------------------------- contractions
 
 
-def conv_geometry(imp: Any, node: Any, spatial: int, kernel: Sequence[int], transpose: bool = False) -> dict[str, Any]:
+def check_window_attributes(node: Any, spatial: int, strides: list[int], dilations: list[int], pads: list[int]) -> None:
+    """A sliding window's attributes as ONNX defines them: one stride and dilation per spatial
+    axis, both positive, and a non-negative begin and end pad per axis."""
+    for name, values, count in (("strides", strides, spatial), ("dilations", dilations, spatial),
+                                ("pads", pads, 2 * spatial)):
+        if len(values) != count:
+            raise Unsupported(f"attribute '{name}' has {len(values)} values; {spatial} spatial axes need {count}")
+    if any(v <= 0 for v in strides + dilations):
+        raise Unsupported(f"strides {strides} and dilations {dilations} must be positive")
+    if any(p < 0 for p in pads):
+        raise Unsupported(f"pads {pads} must not be negative")
+
+
+def check_window_fits(node: Any, x: Sequence[int], kernel: Sequence[int], dilations: Sequence[int],
+                      pads: Sequence[int]) -> None:
+    """Refuse a window that does not fit its padded input: the output would have no elements."""
+    spatial = len(kernel)
+    if len(x) != spatial + 2:
+        raise Unsupported(f"a {spatial}-d window on an input of rank {len(x)} (expected {spatial + 2})")
+    for i in range(spatial):
+        extent = dilations[i] * (kernel[i] - 1) + 1
+        padded = x[2 + i] + pads[i] + pads[spatial + i]
+        if extent > padded:
+            raise Unsupported(f"the window along spatial axis {i} ({kernel[i]} wide, dilation {dilations[i]}: "
+                              f"{extent}) is larger than the padded input ({x[2 + i]} + pads {pads[i]} + "
+                              f"{pads[spatial + i]} = {padded}): the output would be empty")
+
+
+def conv_geometry(imp: Any, node: Any, spatial: int, kernel: Sequence[int], transpose: bool = False,
+                  data_input: int = 0) -> dict[str, Any]:
+    """The geometry properties of a convolution-like node; `data_input` is the index of its
+    data (x) input, whose size a forward window must fit."""
     strides = list(attr(node, "strides", [1] * spatial))
     dilations = list(attr(node, "dilations", [1] * spatial))
     pads = list(attr(node, "pads", [0] * (2 * spatial)))
     auto_pad = attr(node, "auto_pad", "NOTSET")
+    check_window_attributes(node, spatial, strides, dilations, pads)
+    stated = attr(node, "kernel_shape")
+    if stated is not None and list(stated) != list(kernel):
+        raise Unsupported(f"kernel_shape {list(stated)} does not match the weight's kernel {list(kernel)}")
     if auto_pad in ("SAME_UPPER", "SAME_LOWER") and not transpose:
-        x = imp.type_of(node.input[0]).get_shape()
+        x = imp.type_of(node.input[data_input]).get_shape()
         pads = same_pads(x[2:], kernel, strides, dilations, auto_pad == "SAME_UPPER")
     elif auto_pad == "VALID":
         pads = [0] * (2 * spatial)
@@ -426,6 +461,8 @@ def conv_geometry(imp: Any, node: Any, spatial: int, kernel: Sequence[int], tran
         props["dilations"] = ints_attr(dilations)
     if props["group"].value.data == 1:
         del props["group"]
+    if not transpose:
+        check_window_fits(node, imp.type_of(node.input[data_input]).get_shape(), kernel, dilations, pads)
     return props
 
 
@@ -634,11 +671,13 @@ def pool_properties(imp: Any, node: Any) -> dict[str, Any]:
     dilations = list(attr(node, "dilations", [1] * n))
     pads = list(attr(node, "pads", [0] * (2 * n)))
     auto_pad = attr(node, "auto_pad", "NOTSET")
+    check_window_attributes(node, n, strides, dilations, pads)
+    x = imp.type_of(node.input[0]).get_shape()
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        x = imp.type_of(node.input[0]).get_shape()
         pads = same_pads(x[2:], kernel, strides, dilations, auto_pad == "SAME_UPPER")
     elif auto_pad == "VALID":
         pads = [0] * (2 * n)
+    check_window_fits(node, x, kernel, dilations, pads)
     props: dict[str, Any] = {"kernel_shape": ints_attr(kernel)}
     if any(s != 1 for s in strides):
         props["strides"] = ints_attr(strides)
@@ -987,7 +1026,7 @@ def _pool_grad_properties(node: Any) -> dict[str, Any]:
 @converts("ConvGrad", domain=MS)
 def convert_conv_grad(imp: Any, node: Any) -> None:
     w = imp.type_of(node.input[2]).get_shape()
-    props = conv_geometry(imp, node, len(w) - 2, w[2:])
+    props = conv_geometry(imp, node, len(w) - 2, w[2:], data_input=1)
     dy, x, wv = (imp.value(n) for n in node.input[:3])
     if node.output[0]:
         emit(imp, node, grad.ConvInputGradOp, [dy, wv], [imp.result_type(node.output[0])], props, outputs=node.output[:1])

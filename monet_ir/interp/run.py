@@ -58,8 +58,13 @@ def load_parameters(onnx_path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     base = os.path.dirname(os.path.abspath(path))
     params: dict[str, np.ndarray] = {}
     missing: list[tuple[str, str]] = []
+    from monet_ir.frontend.onnx_checks import external_data_problem
+
     for init in model.graph.initializer:
         if uses_external_data(init):
+            problem = external_data_problem(init, base)
+            if problem:  # a location outside the model's folder is never read
+                raise BindingError(f"{path}: initializer '{init.name}': {problem}")
             location = ExternalDataInfo(init).location
             if not os.path.isfile(os.path.join(base, location)):
                 missing.append((init.name, location))
