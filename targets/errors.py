@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from monet_ir.errors import MonetError
 
 
@@ -45,4 +47,26 @@ class Problems:
 
     def raise_if_any(self) -> None:
         if self.lines:
-            raise TargetError(self.lines)
+            raise TargetError(merge_repeated(self.lines))
+
+
+_INDEXED_FIELD = re.compile(r"(: [A-Za-z_][\w.]*)\[(\d+)\]")
+
+
+def merge_repeated(lines: list[str]) -> list[str]:
+    """One line for a problem that repeats over the entries of a list: a template or a YAML
+    alias shared by several cores gives the same problem at ``cores[0]``, ``cores[1]``...; they
+    become ``cores[0, 1]``."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for line in lines:
+        found = _INDEXED_FIELD.search(line)
+        key = line if found is None else line[:found.start(2)] + "#" + line[found.end(2):]
+        groups.setdefault(key, []).append((line, found.group(2) if found else ""))
+    merged = []
+    for key, members in groups.items():
+        if len(members) == 1:
+            merged.append(members[0][0])
+        else:
+            indices = ", ".join(dict.fromkeys(index for _, index in members))
+            merged.append(key.replace("[#]", f"[{indices}]", 1))
+    return merged

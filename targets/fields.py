@@ -14,6 +14,12 @@ from .errors import Problems
 
 _MISSING = object()
 
+# Bounds on every number of a target file: a value outside them is a typo or a unit mix-up (and
+# would overflow or vanish in the cost arithmetic), not hardware: 1e18 bits is 125 PB, 1e18 pJ a
+# megajoule per access, 1e18 Hz a million GHz.
+MAX_MAGNITUDE = 1e18
+MIN_POSITIVE = 1e-9
+
 # bits per unit: the byte multiples with their real meanings (kB = 1000 B, KiB = 1024 B)
 _SIZE_UNITS = {"bit": 1, "bits": 1, **{unit: 8 * n for unit, n in BYTE_UNITS.items() if unit}}
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]+)\s*$")
@@ -136,8 +142,14 @@ class Fields:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.problems.add(path, f"expected a number, got {type_name(value)}")
             return default
+        if abs(value) > MAX_MAGNITUDE:
+            self.problems.add(path, f"{value:g} is beyond any hardware this describes (more than {MAX_MAGNITUDE:g})")
+            return default
         if positive and value <= 0:
             self.problems.add(path, f"must be positive, got {value}")
+            return default
+        if positive and value < MIN_POSITIVE:
+            self.problems.add(path, f"{value:g} is too small to be meant (less than {MIN_POSITIVE:g})")
             return default
         if minimum is not None and value < minimum:
             self.problems.add(path, f"must be >= {minimum:g}, got {value}")
@@ -169,6 +181,9 @@ class Fields:
             return default
         if isinstance(value, bool) or not isinstance(value, int):
             self.problems.add(path, f"expected an integer, got {type_name(value)}")
+            return default
+        if abs(value) > MAX_MAGNITUDE:
+            self.problems.add(path, f"{value:g} is beyond any hardware this describes (more than {MAX_MAGNITUDE:g})")
             return default
         if positive and value <= 0:
             self.problems.add(path, f"must be positive, got {value}")
@@ -202,5 +217,8 @@ class Fields:
             return 0
         if bits <= 0:
             self.problems.add(where, f"size must be positive, got {value}")
+            return 0
+        if bits > MAX_MAGNITUDE:
+            self.problems.add(where, f"{value} is beyond any hardware this describes (more than {MAX_MAGNITUDE:g} bits)")
             return 0
         return int(math.ceil(bits))

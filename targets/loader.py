@@ -103,7 +103,7 @@ def load_target_file(path: str, precision: str | None = None) -> Target:
     if is_list_system(data):
         translated = translate_list_system(data, problems)
         problems.raise_if_any()
-        target = read_stream_system(translated, path, problems, parse_yaml, precision)
+        target = read_stream_system(translated, path, problems, parse_yaml, precision, listed=True)
     elif _is_stream_system(data):
         target = read_stream_system(data, path, problems, parse_yaml, precision)
     elif _is_zigzag_core(data):
@@ -124,6 +124,8 @@ def _single_core_target(data: dict, path: str, problems: Problems, precision: st
     if core is None:
         return None
     if core.array.units <= 0:
+        if any(".sizes" in line for line in problems.lines):
+            return None  # a size already refused: not a memory-only file
         kind = data.get("type") if isinstance(data.get("type"), str) else ""
         what = (f"a core of type {kind}, a memory the compute cores of a Stream system share" if kind.endswith(".memory")
                 else "an off-chip memory description, Stream's offchip_core?")

@@ -303,12 +303,13 @@ def read_interconnect(raw: dict, core_ids: set[int], fields: Fields) -> Intercon
         buses += bus(members, bandwidth, energy)
     elif topology == "mesh":
         shape = fields.seq(raw, "mesh", path, required=False)
+        before = len(fields.problems.lines)
         if shape:
             rows = fields.check_integer(shape[0], join(join(path, "mesh"), 0), 1, positive=True)
             cols = fields.check_integer(shape[-1], join(join(path, "mesh"), 1), 1, positive=True)
         else:
             rows, cols = square_shape(len(members))
-        if rows * cols != len(members):
+        if rows * cols != len(members) and len(fields.problems.lines) == before:
             fields.problems.add(join(path, "mesh"), f"{rows}x{cols} mesh does not hold {len(members)} cores")
         else:
             links += mesh(members, rows, cols, bandwidth, energy)
@@ -377,7 +378,7 @@ def read_own_target(data: dict, file: str, problems: Problems) -> Target:
         default_precision = None
     target = Target(name, tuple(cores), dram, interconnect, tuple(sharing), frequency, file, default_precision,
                     storage=storage)
-    if default_precision is not None:
+    if default_precision is not None and not problems:  # (a precision refused above would show here again)
         for problem in unsupported_precision(target, default_precision):
             problems.add("default_precision", problem)
     return target

@@ -73,9 +73,10 @@ def _new_style_ports(raw_ports: list, operands: tuple[str, ...], fields: Fields,
         kind = fields.text(raw, "type", where, default="read_write")
         if kind not in ("read", "write", "read_write"):
             fields.problems.add(join(where, "type"), f"unknown port type {kind!r} (use read, write or read_write)")
+        before = len(fields.problems.lines)
         bw_max = fields.integer(raw, "bandwidth_max", where, positive=True, default=1)
         bw_min = fields.integer(raw, "bandwidth_min", where, required=False, default=bw_max, positive=True)
-        if bw_min > bw_max:
+        if bw_min > bw_max and len(fields.problems.lines) == before:  # (not after a value already refused)
             fields.problems.add(join(where, "bandwidth_min"), f"{bw_min} exceeds bandwidth_max {bw_max}")
         allocation = []
         for a_index, entry in enumerate(fields.seq(raw, "allocation", where)):
@@ -105,6 +106,7 @@ def _old_style_ports(raw: dict, operands: tuple[str, ...], fields: Fields, path:
     r_gran = fields.integer(raw, "min_r_granularity", path, required=False, default=r_bw, positive=True)
     w_gran = fields.integer(raw, "min_w_granularity", path, required=False, default=w_bw, positive=True)
     specs: dict[str, tuple[str, int, int]] = {}
+    before = len(fields.problems.lines)
     for prefix, kind, bw, gran in (("r", "read", r_bw, r_gran), ("w", "write", w_bw, w_gran), ("rw", "read_write", r_bw, r_gran)):
         count = fields.integer(raw, f"{prefix}_port", path, required=False, default=0)
         for number in range(1, count + 1):
@@ -123,7 +125,8 @@ def _old_style_ports(raw: dict, operands: tuple[str, ...], fields: Fields, path:
             if direction not in _OLD_PORT_DIRECTIONS:
                 fields.problems.add(join(where, direction), "unknown direction (use fh, tl, fl or th)")
             elif port_name not in specs:
-                fields.problems.add(join(where, direction), f"unknown port {port_name!r}")
+                if len(fields.problems.lines) == before:  # (not when a port count was refused)
+                    fields.problems.add(join(where, direction), f"unknown port {port_name!r}")
             else:
                 allocation[port_name].append((operands[index], direction))
     return [Port(name, kind, bw, gran, tuple(allocation[name])) for name, (kind, bw, gran) in specs.items()]
@@ -315,13 +318,32 @@ def _check_cacti(memories: dict, problems: Problems) -> None:
 def read_offchip(data: Any, file: str, problems: Problems) -> Dram | None:
     """The DRAM of a Stream ``offchip_core`` file: its (only or ``dram``) memory."""
     fields = Fields(problems)
+    if not isinstance(data, dict):
+        if data is None:
+            problems.add("<top>", "empty file: an off-chip core file describes the DRAM as its memory")
+        else:
+            problems.add("<top>", f"expected a mapping at the top level, got {type(data).__name__}")
+        return None
     memories = fields.mapping(data, "memories", "")
     if not memories:
+        if "memories" in data:
+            problems.add("memories", "an off-chip core needs a memory to serve as DRAM")
         return None
     name = "dram" if "dram" in memories else next(iter(memories))
     _check_cacti({name: memories[name]}, problems)
     memory = read_memory(name, memories[name], fields, join("memories", name))
-    if memory is None or not memory.ports:
+    if memory is None:
+        return None
+    # Stream reaches the DRAM through its first read and its first write port
+    kinds = {port.kind for port in memory.ports}
+    where = join(join("memories", name), "ports")
+    if not memory.ports:
+        problems.add(where, "the DRAM has no ports: Stream reads and writes it through them")
+        return None
+    if not kinds & {"read", "read_write"} or not kinds & {"write", "read_write"}:
+        missing = "read" if not kinds & {"read", "read_write"} else "write"
+        problems.add(where, f"the DRAM has no {missing} port (nor a read_write one): Stream needs one of each "
+                     "direction")
         return None
     bandwidth_bits = sum(p.bandwidth_bits for p in memory.ports)
     width = max(p.bandwidth_bits for p in memory.ports)
@@ -516,14 +538,15 @@ def _attach_memory_cores(cores: list[Core], core_ids: dict[int, int], memory_cor
 
 
 def read_stream_system(
-    data: dict, file: str, problems: Problems, load_yaml, precision: str | None = None
+    data: dict, file: str, problems: Problems, load_yaml, precision: str | None = None, listed: bool = False
 ) -> Target | None:
     """Build a Target from a parsed Stream system YAML; `load_yaml(path, problems)` parses files.
 
     The off-chip memory is either a separate ``offchip_core`` file (older Stream) or the entry of
     ``cores`` that ``offchip_core_id`` names (newer Stream); it becomes the target's DRAM, not a
     core, and the other cores are numbered 0..N-1 in the file's order. A ``cores`` entry may name
-    a file or hold the core description inline."""
+    a file or hold the core description inline. `listed` marks the translation of a 2024 list
+    system (`stream_legacy`), whose off-chip core is optional."""
     fields = Fields(problems)
     name = fields.text(data, "name", "", default=os.path.splitext(os.path.basename(file))[0])
     raw_cores = fields.mapping(data, "cores", "")
@@ -554,7 +577,11 @@ def read_stream_system(
                 problems.add(where, f"core file {entry!r} not found next to the system file or in cores/")
                 continue
             if path not in parsed_files:
+                before = len(problems.lines)
                 parsed_files[path] = load_yaml(path, problems)
+                if parsed_files[path] is None and len(problems.lines) == before:
+                    # an empty file parses to nothing: the core would silently be missing
+                    problems.add(where, f"core file {entry!r} is empty: it describes no core")
             core_data = parsed_files[path]
         else:
             problems.add(where, f"expected a core file name or a core description, got {entry!r}")
@@ -614,12 +641,24 @@ def read_stream_system(
             problems.extend(offchip_problems)
     if offchip_id is not None and offchip_id >= 0 and offchip_id not in declared:
         declared.append(offchip_id)  # the id an `offchip_core` file takes (Stream's files of 2025-01..07)
-    new_style = offchip_id is not None or any(isinstance(e, dict) for e in data.get("core_connectivity") or [])
-    bandwidth = fields.number(data, "bandwidth", "", required=False, default=None if new_style else 32.0,
-                              positive=True)
+    # Stream's systems with an `offchip_core` file (2024-10 to 2025-07) give one `bandwidth` for
+    # every link and require it; newer ones (`offchip_core_id`) give each connection its own
+    connections = data.get("core_connectivity")
+    new_style = offchip_id is not None or (isinstance(connections, list) and bool(connections)
+                                           and all(isinstance(e, dict) for e in connections))
+    bandwidth = fields.number(data, "bandwidth", "", required=False, default=None, positive=True)
+    if new_style and not listed and offchip_id is None and "offchip_core" not in data:
+        problems.add("offchip_core_id", "missing required field: the id of the core that is the DRAM (Stream "
+                     "requires it in systems whose connections give {type, cores, bandwidth})")
+    if "bandwidth" in data and bandwidth is None:
+        bandwidth = 1.0  # refused above; the links need not say it again
+    if "bandwidth" not in data and not new_style:
+        problems.add("bandwidth", "missing required field: the bandwidth of every link, in bits per cycle "
+                     "(Stream requires it in systems that name an offchip_core file)")
+        bandwidth = 1.0  # (the file is refused; its links need not say so again)
     unit_energy = fields.number(data, "unit_energy_cost", "", required=False, default=0.0)
     interconnect, to_offchip, joined = _connectivity(
-        fields.seq(data, "core_connectivity", "", required=False), bandwidth, unit_energy, core_ids,
+        _required_connectivity(data, fields), bandwidth, unit_energy, core_ids,
         offchip_id, declared, problems
     )
     cores = _attach_memory_cores(cores, core_ids, memory_cores, joined, problems)
@@ -628,7 +667,7 @@ def read_stream_system(
         # through DRAM gets no more than their combined bandwidth
         reach = sum(to_offchip) / 8.0 * DEFAULT_CLOCK_HZ
         dram = replace(dram, bandwidth_bytes_per_s=min(dram.bandwidth_bytes_per_s, reach))
-    sharing = []
+    groups = []
     for index, entry in enumerate(fields.seq(data, "core_memory_sharing", "", required=False)):
         where = join("core_memory_sharing", index)
         try:
@@ -636,16 +675,93 @@ def read_stream_system(
         except ValueError:
             problems.add(where, f"expected core ids separated by commas, got {entry!r}")
             continue
-        unknown = [i for i in group if i not in core_ids]
+        unknown = [i for i in group if i not in declared]
         if unknown:
             problems.add(where, f"unknown core {unknown[0]} in memory sharing group")
             continue
-        sharing.append(tuple(core_ids[i] for i in group))
+        not_computing = [i for i in group if i not in core_ids]
+        if not_computing:
+            if not problems:  # (else a core that failed to load)
+                problems.add(where, f"core {not_computing[0]} in a memory sharing group has no compute units")
+            continue
+        groups.append((group, where))
+    if not problems:  # (a core refused above would differ from its sharers for that reason alone)
+        _check_sharing(groups, joined, cores, core_ids, problems)
+    # (other keys are reported as they are read; Stream's reader of 2025-01 that took both an
+    # offchip_core file and its id did not require 0..N-1, its files number cores from 2)
+    if all(isinstance(key, int) and not isinstance(key, bool) for key in raw_cores) and not (
+            "offchip_core" in data and "offchip_core_id" in data):
+        _check_core_ids(list(raw_cores), problems)
+    sharing = [tuple(core_ids[i] for i in group) for group, _ in groups]
     if not cores and not problems:
         problems.add("cores", "no core with compute units")
     cores = [_with_dram(core, dram) for core in cover_every_op(_distinct_names(cores, core_files))]
     return Target(name, tuple(cores), dram, interconnect, tuple(sharing), DEFAULT_CLOCK_HZ, file,
                   precision or "int8", "" if precision else ZIGZAG_DEFAULT_REASON)
+
+
+def _required_connectivity(data: dict, fields: Fields) -> list:
+    """`core_connectivity`, which Stream requires (an empty list when the cores reach only DRAM)."""
+    if "core_connectivity" not in data:
+        fields.problems.add("core_connectivity", "missing required field: the links and buses between cores "
+                            "(Stream requires it; write [] when cores exchange data only through DRAM)")
+        return []
+    return fields.seq(data, "core_connectivity", "", required=False)
+
+
+def _check_core_ids(declared: list[int], problems: Problems) -> None:
+    """Stream numbers the cores of a system 0..N-1 (the off-chip core included when it is an
+    entry of `cores`): a gap is a typo or a core left out."""
+    expected = set(range(len(declared)))
+    missing = sorted(expected - set(declared))
+    if missing:
+        extra = sorted(set(declared) - expected)
+        problems.add("cores", f"core ids must be 0..{len(declared) - 1} (Stream's rule): {missing[0]} is missing "
+                     f"while {extra[0] if extra else '?'} is given")
+
+
+def _check_sharing(sharing: list[tuple[tuple[int, ...], str]], joined: list[list[int]], cores: list[Core],
+                   core_ids: dict[int, int], problems: Problems) -> None:
+    """Stream's rules for `core_memory_sharing`: at least two cores per group, no two of them
+    also joined by a link or bus (they exchange data through the shared memory), and one
+    physical memory, so the same top-level memories in every core of the group."""
+    for group, where in sharing:
+        if len(group) < 2:
+            problems.add(where, "a memory sharing group needs at least two cores")
+            continue
+        for a_index, a in enumerate(group):
+            for b in group[a_index + 1:]:
+                both = next((ids for ids in joined if a in ids and b in ids), None)
+                if both is not None:
+                    problems.add(where, f"cores {a} and {b} share their top memory and are also connected in "
+                                 f"core_connectivity ({', '.join(str(i) for i in both)}); Stream forbids both")
+                    return
+        tops = [_top_memories(cores[core_ids[i]]) for i in group]
+        for i, top in zip(group[1:], tops[1:], strict=True):
+            if top != tops[0]:
+                problems.add(where, f"cores {group[0]} and {i} share a top memory but describe different ones "
+                             f"({_describe_tops(tops[0])} vs {_describe_tops(top)}): Stream requires identical "
+                             "top-level memories")
+                break
+
+
+def _describe_tops(tops: list[tuple]) -> str:
+    return "; ".join(f"{name} {size} bits, {read:g}/{write:g} pJ, {len(ports)} ports"
+                     for name, size, read, write, ports, _ in tops)
+
+
+def _top_memories(core: Core) -> list[tuple]:
+    """What Stream compares of the top-level memories of cores that share them: name, size,
+    energies, ports and latency of the outermost memory of every operand."""
+    tops = []
+    for operand in ("W", "I", "O"):
+        levels = core.hierarchy(operand)
+        if levels:
+            m = levels[-1]
+            key = (m.name, m.size_bits, m.read_energy_pj, m.write_energy_pj, m.ports, m.latency_cycles)
+            if key not in tops:
+                tops.append(key)
+    return sorted(tops)
 
 
 def _distinct_names(cores: list[Core], files: list[str]) -> list[Core]:
