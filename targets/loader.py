@@ -54,7 +54,8 @@ def parse_yaml(path: str, problems: Problems) -> Any:
     try:
         # libyaml's parser when PyYAML has it; aliases, nesting and size bounded
         # (monet_ir.untrusted) before anything reads the values
-        return read_yaml_file(path)
+        data = read_yaml_file(path)
+        return data if not impossible_numbers(data, problems, path) else None
     except UntrustedFileError as error:
         problems.add("<file>", str(error).removeprefix(f"{path}: "), file=path)
     except FileNotFoundError:
@@ -71,6 +72,37 @@ def parse_yaml(path: str, problems: Problems) -> Any:
         reason = getattr(error, "problem", None) or str(error)
         problems.add(where, f"invalid YAML: {reason}", file=path)
     return None
+
+
+def impossible_numbers(data: Any, problems: Problems, file: str) -> bool:
+    """Whether any number anywhere in a parsed file, read by MONET or not, is NaN, infinite or
+    of an absurd magnitude (`fields.MAX_MAGNITUDE`); each is a problem naming its field. Checked
+    once per file, before any field is read, so that no reader (and no field MONET ignores,
+    such as ZigZag's `input_precision`) takes such a value."""
+    import math
+
+    from .fields import MAX_MAGNITUDE, join
+
+    found = False
+    seen: set[int] = set()  # a mapping or list a YAML alias repeats is visited once
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, (dict, list)):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            stack.extend((join(path, key), item) for key, item in items)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, float) and not math.isfinite(value):
+                problems.add(path, f"expected a finite number, got {value}", file=file)
+                found = True
+            elif abs(value) > MAX_MAGNITUDE:
+                problems.add(path, f"{value:g} is beyond any hardware this describes (more than {MAX_MAGNITUDE:g})",
+                             file=file)
+                found = True
+    return found
 
 
 def _is_stream_system(data: dict) -> bool:

@@ -250,10 +250,12 @@ def read_zigzag_core(
     name = fields.text(data, "name", "", default=os.path.splitext(os.path.basename(file))[0])
     memories = []
     _check_cacti(fields.mapping(data, "memories", "", required=False), problems)
+    before = len(problems.lines)
     for mem_name, raw in fields.mapping(data, "memories", "").items():
         memory = read_memory(str(mem_name), raw, fields, join("memories", mem_name))
         if memory is not None:
             memories.append(memory)
+    memories_read = len(problems.lines) == before  # (else the cross-checks would repeat what is wrong)
     # ZigZag's array: `operational_array`, `multipliers` before 3.x, `imc` in its first IMC files
     array_key = next((k for k in ("operational_array", "multipliers", "imc") if k in data), "operational_array")
     array_raw = fields.mapping(data, array_key, "")
@@ -298,7 +300,7 @@ def read_zigzag_core(
         memories=tuple(memories),
         op_kinds=_default_op_kinds(core_kind),
     )
-    if dims and all(d.size > 0 for d in dims):
+    if dims and all(d.size > 0 for d in dims) and memories_read:
         check_core(core, problems, "", style="zigzag")
     return core
 

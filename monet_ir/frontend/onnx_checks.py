@@ -106,6 +106,7 @@ def _graph_problems(graph: Any, ir_version: int) -> list[str]:
             input_names.add(value.name)
             defined[value.name] = "a graph input"
     seen_initializers: set[str] = set()
+    stated = {v.name: v for v in graph.input} if graph.initializer else {}
     for i, init in enumerate(graph.initializer):
         if not init.name:
             problems.append(f"initializer #{i} has no name")
@@ -115,6 +116,10 @@ def _graph_problems(graph: Any, ir_version: int) -> list[str]:
             seen_initializers.add(init.name)
             if init.name not in input_names:
                 defined[init.name] = "an initializer"
+        value = stated.get(init.name)
+        if value is not None and not _type_matches(value, init):
+            problems.append(f"graph input '{init.name}' states a type other than its initializer's "
+                            f"({_type_text(value)} vs {_init_text(init)})")
         if ir_version and ir_version < 4 and init.name and init.name not in input_names:
             problems.append(f"initializer '{init.name}' is not a graph input, which ir_version {ir_version} (< 4) "
                             "requires")
@@ -135,6 +140,37 @@ def _graph_problems(graph: Any, ir_version: int) -> list[str]:
             problems.append(f"graph output '{value.name}' is not produced by any node, input or initializer")
         output_names.add(value.name)
     return problems
+
+
+def _type_matches(value: Any, init: Any) -> bool:
+    """Whether a graph input's stated tensor type agrees with its initializer (a dimension left
+    symbolic or unstated agrees with any size)."""
+    t = value.type.tensor_type
+    if t.elem_type and t.elem_type != init.data_type:
+        return False
+    if not t.HasField("shape"):
+        return True
+    dims = t.shape.dim
+    if len(dims) != len(init.dims):
+        return False
+    return all(not d.HasField("dim_value") or d.dim_value == size for d, size in zip(dims, init.dims))
+
+
+def _type_text(value: Any) -> str:
+    from onnx import TensorProto
+
+    t = value.type.tensor_type
+    dims = "x".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in t.shape.dim)
+    return f"{TensorProto.DataType.Name(t.elem_type) if t.elem_type in TensorProto.DataType.values() else t.elem_type}" \
+        f"[{dims}]"
+
+
+def _init_text(init: Any) -> str:
+    from onnx import TensorProto
+
+    name = TensorProto.DataType.Name(init.data_type) if init.data_type in TensorProto.DataType.values() \
+        else init.data_type
+    return f"{name}[{'x'.join(str(d) for d in init.dims)}]"
 
 
 def _order_problem(graph: Any, defined: dict[str, Any]) -> str | None:

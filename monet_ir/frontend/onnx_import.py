@@ -585,6 +585,8 @@ class OnnxImporter:
                 result = np.array(shape[start:end], dtype=np.int64)
             self.values[node.output[0]] = Tensor(self.value_types.get(node.output[0]), const=result)
             return True
+        if node.op_type == "CastLike" and node.domain in ("", "ai.onnx") and self._fold_cast_like(node):
+            return True
         ins = []
         for name in node.input:
             if not name:
@@ -603,6 +605,26 @@ class OnnxImporter:
             return False
         for name, value in zip(node.output, outs, strict=False):
             self.values[name] = Tensor(self.value_types.get(name), const=value)
+        return True
+
+    def _fold_cast_like(self, node: Any) -> bool:
+        """CastLike of a constant needs only the other input's element type, not its value (the
+        dynamo exporter, unoptimized, writes clamp's bound as CastLike(6.0, x))."""
+        import numpy as np
+
+        from monet_ir.frontend.onnx_ops import Unsupported
+        from monet_ir.types import numpy_dtype_of
+
+        source = self.known(node.input[0])
+        if source is None or source.const is None or len(node.input) < 2:
+            return False
+        try:
+            elem = self.type_of(node.input[1]).get_element_type()
+            dtype = np.dtype(numpy_dtype_of(elem))
+        except (Unsupported, KeyError, TypeError, ValueError):
+            return False
+        value = np.asarray(self.const_array(node.input[0])).astype(dtype)
+        self.values[node.output[0]] = Tensor(self.value_types.get(node.output[0]), const=value)
         return True
 
     # ------------------------------------------------------------------ services for converters
@@ -630,7 +652,7 @@ class OnnxImporter:
         return t.const
 
     def type_of(self, name: str) -> TensorType:
-        from monet_ir.frontend.onnx_ops import Unsupported
+        from monet_ir.frontend.onnx_ops import InputFailed, Unsupported
 
         t = self.values.get(name)
         if t is not None and t.type is not None:
@@ -638,6 +660,8 @@ class OnnxImporter:
         if t is not None and t.ssa is not None and isinstance(t.ssa.type, TensorType):
             return t.ssa.type
         vt = self.value_types.get(name)
+        if vt is None and t is not None and t.ssa is None and t.const is None:
+            raise InputFailed(f"input '{name}' comes from a node that could not be imported")
         if vt is None:
             if name in self.bad_shapes:
                 raise Unsupported(f"input '{name}' has {self.bad_shapes[name]}")
@@ -836,12 +860,12 @@ class _LazyInitializer:
 # ---------------------------------------------------------------------- helpers
 
 
-_NOT_SSA = re.compile(r"[^\w.]")
+_NOT_SSA = re.compile(r"[^\w.]", re.ASCII)
 
 
 def ssa_name(onnx_name: str) -> str | None:
-    """A readable SSA name from an ONNX tensor name (xDSL accepts [A-Za-z0-9_$.-])."""
-    # \w is str.isalnum() or "_", character by character
+    """A readable SSA name from an ONNX tensor name (xDSL accepts [A-Za-z0-9_$.-]: letters of
+    other scripts become "_" too)."""
     cleaned = _NOT_SSA.sub("_", onnx_name).strip("_.")
     if not cleaned or cleaned[0].isdigit():
         return None

@@ -699,8 +699,8 @@ def convert_max_pool(imp: Any, node: Any) -> None:
             raise Unsupported("the Indices output is not modelled")
     if attr(node, "storage_order", 0):
         raise Unsupported("storage_order=1 is not modelled")
-    emit(imp, node, nn.MaxPoolOp, [imp.value(node.input[0])], same_type(imp, node), pool_properties(imp, node),
-         outputs=node.output[:1])
+    props = pool_properties(imp, node)  # (first: it says why a window has no output)
+    emit(imp, node, nn.MaxPoolOp, [imp.value(node.input[0])], same_type(imp, node), props, outputs=node.output[:1])
 
 
 @converts("AveragePool")

@@ -143,7 +143,10 @@ def test_a_problem_shared_by_several_cores_is_one_line(tmp_path):
 def test_system_file_numbers(tmp_path):
     path = tmp_path / "sys.yaml"
     path.write_text("chip: edge_npu\nchips: 4\nnetwork: {topology: ring, bandwidth_GBps: .nan}\n")
-    one_line(path, "a multi-chip system file", "--system")  # given where a target is expected
+    one_line(path, "network.bandwidth_GBps: expected a finite number")  # (even where a target is expected)
+    path.write_text("chip: edge_npu\nchips: 4\nnetwork: {topology: ring, bandwidth_GBps: 5}\n")
+    one_line(path, "a multi-chip system file", "--system")
+    path.write_text("chip: edge_npu\nchips: 4\nnetwork: {topology: ring, bandwidth_GBps: .nan}\n")
     from targets.system import get_system
 
     with pytest.raises(TargetError) as info:
