@@ -46,7 +46,13 @@ _UNCHECKED_DOMAIN = "monet.unchecked"
 
 def describe_node(index: int, node: Any) -> str:
     """How a problem names a node: position, name (or first output) and domain::op_type."""
-    return f"node #{index} '{node_name(node)}' ({node.domain or 'ai.onnx'}::{node.op_type})"
+    return f"node #{index} '{short(node_name(node))}' ({node.domain or 'ai.onnx'}::{node.op_type})"
+
+
+def short(name: str, limit: int = 120) -> str:
+    """A name as a message quotes it: a very long one is cut (the line keeps saying what is
+    wrong within the error net's bound on a line's length)."""
+    return name if len(name) <= limit else f"{name[:limit]}...({len(name):,} characters)"
 
 
 def validate_model(model: Any, file: str, base_dir: str | None) -> list[str]:
@@ -188,7 +194,7 @@ def _order_problem(graph: Any, defined: dict[str, Any]) -> str | None:
                     earlier = defined[out]
                     if isinstance(earlier, int):
                         earlier = f"produced by {describe_node(earlier, nodes[earlier])}"
-                    return (f"{describe_node(i, node)}: output '{out}' is already {earlier}: a tensor has one "
+                    return (f"{describe_node(i, node)}: output '{short(out)}' is already {earlier}: a tensor has one "
                             "producer in ONNX (static single assignment)")
                 defined[out] = i
     return None
@@ -197,9 +203,9 @@ def _order_problem(graph: Any, defined: dict[str, Any]) -> str | None:
 def _undefined_input(nodes: Any, i: int, name: str) -> str:
     later = next((j for j in range(i, len(nodes)) if name in nodes[j].output), None)
     if later is None:
-        return f"{describe_node(i, nodes[i])}: input '{name}' is not defined by any node, input or initializer"
+        return f"{describe_node(i, nodes[i])}: input '{short(name)}' is not defined by any node, input or initializer"
     what = "itself" if later == i else f"{describe_node(later, nodes[later])}, which comes later"
-    return (f"{describe_node(i, nodes[i])}: input '{name}' is produced by {what}: ONNX requires the nodes of a graph "
+    return (f"{describe_node(i, nodes[i])}: input '{short(name)}' is produced by {what}: ONNX requires the nodes of a graph "
             "in topological order")
 
 
