@@ -42,6 +42,11 @@ def infer_outputs(imp: Any, node: Any) -> dict[str, Any]:
                 value = np.asarray(imp.const_array(name))
             except Exception:  # a weight whose data is not shipped: its type is enough
                 value = None
+        elif t.ssa is not None and name in imp.initializer_protos:
+            # a small float initializer imports as a parameter, but an operator's inference may
+            # need its data (a Resize's scales; ONNX's whole-graph inference could not read it
+            # when the file keeps it as external data)
+            value = imp.small_initializer_value(name, MAX_CONST_ELEMENTS)
         if value is not None and value.size <= MAX_CONST_ELEMENTS and value.dtype != object:
             initializers.append(numpy_helper.from_array(value, name))
             inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype),

@@ -227,12 +227,19 @@ class OnnxImporter:
 
         first = str(error).splitlines()[0]
         index = {node_name(n): i for i, n in reversed(list(enumerate(self.graph.node)))}
+        producer = {out: i for i, n in enumerate(self.graph.node) for out in n.output if out}
+        tensor_of = {id(t.ssa): name for name, t in self.values.items() if t.ssa is not None}
         for op in module.walk():
             try:
                 op.verify(verify_nested_ops=False)
             except VerifyException as e:
+                # the ONNX node: by the tensor the op computes (node names need not be unique),
+                # else by the op's origin name
+                i = next((producer[tensor_of[id(r)]] for r in op.results
+                          if id(r) in tensor_of and tensor_of[id(r)] in producer), None)
                 origin = op.properties.get("node")
-                i = index.get(origin.data) if isinstance(origin, StringAttr) else None
+                if i is None and isinstance(origin, StringAttr):
+                    i = index.get(origin.data)
                 if i is not None:
                     return (f"{self.file}: {describe_node(i, self.graph.node[i])}: the types the file gives do not "
                             f"fit the node: {str(e).splitlines()[0]}")
@@ -644,6 +651,17 @@ class OnnxImporter:
             return None
         self.read_as_constant.add(name)
         return value
+
+    def small_initializer_value(self, name: str, max_elements: int) -> Any:
+        """The data of an initializer of at most `max_elements` elements when the file holds it,
+        else None; unlike `parameter_data`, reading it does not make the parameter a constant."""
+        init = self.initializer_protos.get(name)
+        if init is None or math.prod(init.dims) > max_elements:
+            return None
+        try:
+            return self.initializer_value(init)
+        except _MissingData:
+            return None
 
     def const_array(self, name: str) -> Any:
         t = self.values[name]

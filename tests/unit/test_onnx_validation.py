@@ -268,3 +268,24 @@ def test_node_check_agrees_with_onnx_checker_on_mutated_nodes():
         compared += 1
         refused += ours is not None
     assert refused > 1000 and compared - refused > 500
+
+
+def test_resize_scales_kept_as_external_data_still_give_its_shape(tmp_path):
+    """onnx.save(..., size_threshold=0) moves even a Resize's 4 scales to external data, which
+    ONNX's whole-graph inference does not read: the node's own inference reads them."""
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    m = model([helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up", mode="nearest")],
+              [vi("x", F, [1, 2, 3, 3])], [vi("y", F, None)], [scales], opset=18)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path), save_as_external_data=True, location="m.data", size_threshold=0)
+    assert "tensor<1x2x6x6xf32>" in str(import_onnx(path))
+
+
+def test_a_stated_type_that_does_not_fit_names_the_node_even_among_namesakes():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="node"), helper.make_node("Neg", ["a"], ["b"], name="node")]
+    m = model(nodes, [vi("x", F, [2, 4])], [vi("b", F, [2, 4])])
+    m.graph.value_info.extend([vi("a", F, [2, 4])])
+    m.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 5
+    with pytest.raises(OnnxImportError) as info:
+        import_onnx(m.SerializeToString(), source_name="bad.onnx")
+    assert info.value.problems[0].startswith("bad.onnx: node #1 'node' (ai.onnx::Neg): the types the file gives")
