@@ -552,6 +552,8 @@ def read_stream_system(
     fields = Fields(problems)
     name = fields.text(data, "name", "", default=os.path.splitext(os.path.basename(file))[0])
     raw_cores = fields.mapping(data, "cores", "")
+    if not listed:
+        _check_repeated_keys(file, problems)
     offchip_id = None
     if "offchip_core_id" in data:
         offchip_id = fields.check_integer(data["offchip_core_id"], "offchip_core_id", -1)
@@ -700,6 +702,36 @@ def read_stream_system(
     cores = [_with_dram(core, dram) for core in cover_every_op(_distinct_names(cores, core_files))]
     return Target(name, tuple(cores), dram, interconnect, tuple(sharing), DEFAULT_CLOCK_HZ, file,
                   precision or "int8", "" if precision else ZIGZAG_DEFAULT_REASON)
+
+
+def _check_repeated_keys(file: str, problems: Problems) -> None:
+    """A key given twice in a system's top level or in its `cores` (YAML keeps the last, so a
+    core or a setting would be lost without a word). Read from the YAML's node graph: the parsed
+    mapping no longer shows it. (ZigZag's own core files repeat keys, `ports` in its tpu_like.yaml,
+    and load in ZigZag: core files are not checked.)"""
+    import yaml
+
+    try:
+        with open(file, encoding="utf-8") as handle:
+            root = yaml.compose(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return  # reported where the file was parsed
+    if not isinstance(root, yaml.MappingNode):
+        return
+    mappings = [("", root)]
+    mappings += [("cores", value) for key, value in root.value
+                 if isinstance(key, yaml.ScalarNode) and key.value == "cores" and isinstance(value, yaml.MappingNode)]
+    for where, node in mappings:
+        seen: set[str] = set()
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.value == "<<":
+                continue
+            if key.value in seen:
+                what = f"core id {key.value}" if where else f"`{key.value}`"
+                problems.add(f"{where}[{key.value}]" if where else key.value,
+                             f"{what} is given twice (line {key.start_mark.line + 1}); YAML keeps the last, so the "
+                             "first would be lost")
+            seen.add(key.value)
 
 
 def _required_connectivity(data: dict, fields: Fields) -> list:

@@ -166,3 +166,14 @@ def test_cli_one_line_exit_1(hw):
     assert result.returncode == 1 and "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if not line.startswith("[")]
     assert lines == [f"monet: error: {path}: cores[1]: core file 'empty.yaml' is empty: it describes no core"]
+
+
+def test_a_core_id_or_a_setting_given_twice(hw):
+    """YAML keeps the last of two equal keys: the first core (or bandwidth) would be lost."""
+    path = write(hw, "s.yaml", TWO_CORES.replace("  1: tpu_like.yaml\n", "  1: tpu_like.yaml\n  1: simd.yaml\n")
+                 + "core_connectivity: ['0, 1']\nbandwidth: 32\n")
+    one_line(path, "cores[1]: core id 1 is given twice (line 5)")
+    path = write(hw, "t.yaml", TWO_CORES + "core_connectivity: ['0, 1']\nbandwidth: 32\nbandwidth: 64\n")
+    one_line(path, "bandwidth: `bandwidth` is given twice")
+    # ZigZag's own tpu_like.yaml repeats `ports` in a memory and loads in ZigZag: core files are not checked
+    get_target(str(DATA / "zigzag_hw" / "tpu_like.yaml"))
