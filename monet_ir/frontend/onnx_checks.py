@@ -389,11 +389,16 @@ def _node_problems(model: Any) -> list[str]:
                 schema = schemas[node.op_type] = schema_of(node.op_type, opset)
             problem = node_problem(node, schema) if schema is not None else None
         else:
+            # no schema to check against (ONNX Runtime's ops): what ONNX's checker asks of any node
             problem = None
+            names: set[str] = set()
             for attribute in node.attribute:
                 problem = attribute_encoding_problem(attribute)
+                if not problem and attribute.name in names:
+                    problem = f"attribute '{attribute.name}' is given twice"
                 if problem:
                     break
+                names.add(attribute.name)
         if problem is None and (schema is None or schema.tensor_attributes):
             for attribute in node.attribute:
                 if attribute.type == TENSOR:

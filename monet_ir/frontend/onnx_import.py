@@ -30,7 +30,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from monet_ir import graph
 from monet_ir.errors import MonetError, internal_errors_at
-from monet_ir.frontend.attrs import attr, attrs_of, node_name
+from monet_ir.frontend.attrs import WrongAttributeType, attr, attrs_of, node_name
 
 # ONNX versions of the default domain whose semantics the converters implement.
 MIN_OPSET, MAX_OPSET = 7, 22
@@ -180,6 +180,7 @@ class OnnxImporter:
         self.block = Block()
         self.type_cache: dict[tuple, TensorType] = {}
         self.bad_shapes: dict[str, str] = {}  # tensor name -> why its stated or inferred shape is impossible
+        self.failed: set[str] = set()  # outputs of nodes that could not be imported
         self.constants: dict[tuple, SSAValue] = {}
         self.maybe_dead: set[Operation] = set()  # ops whose uses a converter may have bypassed
         self.opset = 17
@@ -472,10 +473,13 @@ class OnnxImporter:
                 node.emit(self)
             except input_failed:
                 pass  # the node that failed first has reported why
-            except unsupported as e:
+            except (unsupported, WrongAttributeType) as e:
                 self.problem(node.nodes[-1], str(e))
             return
         key = (node.domain if node.domain not in ("", "ai.onnx") else "", node.op_type)
+        if self.failed and any(name in self.failed for name in node.input) and self._supported(node, converters):
+            self._poison(node)  # the node that failed first has said why (a Shape of it cannot fold)
+            return
         try:
             if self._try_fold(node):
                 return
@@ -493,7 +497,7 @@ class OnnxImporter:
         except unsupported as e:
             self.problem(node, str(e))
             self._poison(node)
-        except _MissingData as e:
+        except (_MissingData, WrongAttributeType) as e:
             self.problem(node, str(e))
             self._poison(node)
         except Exception:
@@ -504,6 +508,15 @@ class OnnxImporter:
                 raise
             self.problem(node, f"invalid node: {invalid}")
             self._poison(node)
+
+    @staticmethod
+    def _supported(node: Any, converters: dict) -> bool:
+        """Whether MONET maps this node's operator (converted, or evaluated at import like Shape)."""
+        from monet_ir.frontend.folding import FOLDERS
+
+        domain = node.domain if node.domain not in ("", "ai.onnx") else ""
+        return (domain, node.op_type) in converters or (domain == "" and (
+            node.op_type in FOLDERS or node.op_type in ("Constant", "Shape", "Size")))
 
     def _check_outputs_not_empty(self, node: Any) -> None:
         """A computed tensor without elements (a window larger than its padded input, a slice
@@ -563,6 +576,7 @@ class OnnxImporter:
         for out in node.output:
             if out:
                 self.values[out] = Tensor(self.value_types.get(out), ssa=None)
+                self.failed.add(out)
 
     def _try_fold(self, node: Any) -> bool:
         from monet_ir.frontend.folding import NotFoldable, fold

@@ -289,3 +289,25 @@ def test_a_stated_type_that_does_not_fit_names_the_node_even_among_namesakes():
     with pytest.raises(OnnxImportError) as info:
         import_onnx(m.SerializeToString(), source_name="bad.onnx")
     assert info.value.problems[0].startswith("bad.onnx: node #1 'node' (ai.onnx::Neg): the types the file gives")
+
+
+def test_a_node_fed_by_a_refused_node_says_nothing_more():
+    """A window refused on the first node: the Shape of its output (which would otherwise fold)
+    and the nodes after it are not reported again."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", strides=[0, 0]),
+             helper.make_node("Shape", ["y"], ["s"], name="shape"),
+             helper.make_node("Reshape", ["y", "s"], ["z"], name="reshape")]
+    m = model(nodes, [vi("x", F, [1, 3, 8, 8])], [vi("z", F, None)], [weight("w", (4, 3, 3, 3))])
+    with pytest.raises(OnnxImportError) as info:
+        import_onnx(m.SerializeToString(), source_name="bad.onnx")
+    assert len(info.value.problems) == 1 and "node 'conv'" in info.value.problems[0], info.value.problems
+
+
+def test_an_attribute_given_twice_on_a_node_onnx_has_no_schema_for():
+    node = helper.make_node("Gelu", ["x"], ["y"], name="g", domain="com.microsoft")
+    node.attribute.extend([helper.make_attribute("approximate", "tanh")] * 2)
+    m = model([node], [vi("x", F, [2, 4])], [vi("y", F, [2, 4])])
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    with pytest.raises(OnnxImportError) as info:
+        import_onnx(m.SerializeToString(), source_name="bad.onnx")
+    assert info.value.problems == ["bad.onnx: node #0 'g' (com.microsoft::Gelu): attribute 'approximate' is given twice"]
