@@ -321,10 +321,10 @@ def read_offchip(data: Any, file: str, problems: Problems) -> Dram | None:
     """The DRAM of a Stream ``offchip_core`` file: its (only or ``dram``) memory."""
     fields = Fields(problems)
     if not isinstance(data, dict):
-        if data is None:
-            problems.add("<top>", "empty file: an off-chip core file describes the DRAM as its memory")
-        else:
+        if data is not None:
             problems.add("<top>", f"expected a mapping at the top level, got {type(data).__name__}")
+        elif _blank(file):  # (else it did not parse, and that was said)
+            problems.add("<top>", "empty file: an off-chip core file describes the DRAM as its memory")
         return None
     memories = fields.mapping(data, "memories", "")
     if not memories:
@@ -359,6 +359,15 @@ def read_offchip(data: Any, file: str, problems: Problems) -> Dram | None:
         access_bits=access,
         ports=len(memory.ports),
     )
+
+
+def _blank(path: str) -> bool:
+    """Whether a YAML file holds nothing but blank lines and comments."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return all(not line.strip() or line.lstrip().startswith("#") for line in handle)
+    except OSError:
+        return False
 
 
 def resolve_core_path(system_file: str, name: str) -> str | None:
