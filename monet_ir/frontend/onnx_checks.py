@@ -472,12 +472,8 @@ def _checker_copy(model: Any) -> Any:
     if not heavy and not untyped and not unknown:
         return model
     copy = onnx.ModelProto()
-    for fd, value in model.ListFields():
-        if fd.name != "graph":
-            _set_field(copy, fd, value)
-    for fd, value in graph.ListFields():
-        if fd.name not in ("initializer", "input", "output"):
-            _set_field(copy.graph, fd, value)
+    copy_fields(model, copy, ("graph",))
+    copy_fields(graph, copy.graph, ("initializer", "input", "output"))
     heavy_set = set(heavy)
     input_names = {v.name for v in graph.input}
     for i, t in enumerate(graph.initializer):
@@ -500,14 +496,19 @@ def _checker_copy(model: Any) -> Any:
     return copy
 
 
-def _set_field(target: Any, fd: Any, value: Any) -> None:
-    repeated = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
-    if repeated:
-        getattr(target, fd.name).extend(value)
-    elif fd.message_type is not None:
-        getattr(target, fd.name).CopyFrom(value)
-    else:
-        setattr(target, fd.name, value)
+def copy_fields(source: Any, target: Any, skip: tuple[str, ...]) -> None:
+    """Copy every field set in the protobuf message `source` into `target`, except those in
+    `skip` (a light copy of a model leaves out the fields it rebuilds)."""
+    for fd, value in source.ListFields():
+        if fd.name in skip:
+            continue
+        repeated = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
+        if repeated:
+            getattr(target, fd.name).extend(value)
+        elif fd.message_type is not None:
+            getattr(target, fd.name).CopyFrom(value)
+        else:
+            setattr(target, fd.name, value)
 
 
 _CONTEXT = re.compile(r"==> Context: Bad node spec for node\. Name: (.*) OpType: (\S*)")

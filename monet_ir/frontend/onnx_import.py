@@ -853,29 +853,17 @@ def _shape_only_copy(model: Any) -> Any:
     }
     if not large:
         return model
+    from monet_ir.frontend.onnx_checks import copy_fields
+
     copy = onnx.ModelProto()
-    _copy_fields(model, copy, skip="graph")
-    _copy_fields(graph, copy.graph, skip="initializer")
+    copy_fields(model, copy, ("graph",))
+    copy_fields(graph, copy.graph, ("initializer",))
     for i, t in enumerate(graph.initializer):
         if i in large:
             copy.graph.initializer.add(name=t.name, data_type=t.data_type, dims=t.dims)
         else:
             copy.graph.initializer.append(t)
     return copy
-
-
-def _copy_fields(source: Any, target: Any, skip: str) -> None:
-    """Copy every field set in the protobuf message `source` into `target`, except `skip`."""
-    for fd, value in source.ListFields():
-        if fd.name == skip:
-            continue
-        repeated = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
-        if repeated:
-            getattr(target, fd.name).extend(value)
-        elif fd.message_type is not None:
-            getattr(target, fd.name).CopyFrom(value)
-        else:
-            setattr(target, fd.name, value)
 
 
 class _MissingData(Exception):

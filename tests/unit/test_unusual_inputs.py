@@ -12,8 +12,6 @@ no traceback.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import sys
 from pathlib import Path
 
@@ -23,19 +21,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "data" / "unusual"))
 
 import generate  # noqa: E402
+from test_fuzz_inputs import run_tool  # noqa: E402
 
 SEED = 2029
-
-
-def run_tool(main, argv: list[str]) -> tuple[int, str]:
-    err = io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        try:
-            main(argv)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-    return code, err.getvalue()
 
 
 def outcome(case: generate.Case, out: Path) -> str | None:
